@@ -1,0 +1,166 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"prom.codes/memory-mcp/scope"
+)
+
+// MirrorState returns what the mirror last recorded of each file of project
+// p, by stem.
+func (s *Store) MirrorState(ctx context.Context, p scope.Identity) (map[string]FileState, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT stem, size, mtime, hash, record_id FROM mirror_files WHERE project = ?`, string(p))
+	if err != nil {
+		return nil, fmt.Errorf("mirror state: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]FileState{}
+	for rows.Next() {
+		var st FileState
+		if err := rows.Scan(&st.Stem, &st.Size, &st.MTime, &st.Hash, &st.ID); err != nil {
+			return nil, err
+		}
+		out[st.Stem] = st
+	}
+	return out, rows.Err()
+}
+
+// Touched records that a file was seen unchanged in content but with a new
+// size or mtime (a checkout rewrote it), so the next sync skips it again.
+func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState) error {
+	return s.tx(ctx, func(tx *sql.Tx) error { return setFileState(ctx, tx, p, st) })
+}
+
+// Import makes rec, read from the markdown file st describes, the project's
+// record: the file wins. rec carries the file's id (possibly empty), type,
+// key (the stem), description, body, tags, confidence and created time. A
+// record with that id, or the one the file held before, is updated in place,
+// so a renamed file renames the key. The file itself is never written.
+// Errors: the validation errors of Put (secrets included), CodeConflict when
+// another record holds the key.
+func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st FileState) (Record, error) {
+	conf := rec.Confidence
+	w := Write{
+		Scope: scope.Project, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
+		Tags: rec.Tags, Confidence: &conf, Source: FromMarkdown, Metadata: rec.Metadata,
+	}
+	if err := validate(&w); err != nil {
+		return Record{}, err
+	}
+	if w.Type != Semantic && w.Type != Procedural {
+		return Record{}, Errorf(CodeInvalidArgument, "type", "%q cannot live in a markdown file (semantic or procedural only)", w.Type)
+	}
+	var out Record
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		old, found, err := s.fileOwner(ctx, tx, p, rec.ID, st.Stem, w.Key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			out, _, err = s.put(ctx, tx, Project{ID: p}, w, rec.ID)
+			if err != nil {
+				return err
+			}
+		} else {
+			out = old
+			out.Type, out.Key, out.Description, out.Body, out.Tags, out.Confidence, out.Source =
+				w.Type, w.Key, w.Description, w.Body, w.Tags, *w.Confidence, FromMarkdown
+			out.Metadata = w.Metadata
+			if !rec.CreatedAt.IsZero() {
+				out.CreatedAt = rec.CreatedAt.UTC()
+			}
+			if !sameContent(old, out) || old.Source != FromMarkdown {
+				out.UpdatedAt = s.now().UTC()
+				if err := s.store(ctx, tx, string(p), out, true); err != nil {
+					if strings.Contains(err.Error(), "UNIQUE") {
+						return Errorf(CodeConflict, "key", "%q is held by another project record", w.Key)
+					}
+					return err
+				}
+			}
+			if old.Key != out.Key {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), old.Key); err != nil {
+					return err
+				}
+			}
+		}
+		if !rec.CreatedAt.IsZero() && !found {
+			if _, err := tx.ExecContext(ctx, `UPDATE records SET created_at = ? WHERE id = ?`, rec.CreatedAt.UnixNano(), out.ID); err != nil {
+				return err
+			}
+			out.CreatedAt = rec.CreatedAt.UTC()
+		}
+		st.ID = out.ID
+		return setFileState(ctx, tx, p, st)
+	})
+	return out, err
+}
+
+// fileOwner finds the record a file speaks for: the one with its id, else
+// the one it held last time, else a mirrored record with its key.
+func (s *Store) fileOwner(ctx context.Context, tx *sql.Tx, p scope.Identity, id, stem, key string) (Record, bool, error) {
+	try := func(where string, args ...any) (Record, bool, error) {
+		r, err := getOne(ctx, tx, where+` AND r.project = ? AND r.scope = 0 AND r.type IN ('semantic', 'procedural')`, append(args, string(p))...)
+		if errors.Is(err, ErrNotFound) {
+			return Record{}, false, nil
+		}
+		return r, err == nil, err
+	}
+	if id != "" {
+		if r, ok, err := try(`WHERE r.id = ?`, id); ok || err != nil {
+			return r, ok, err
+		}
+	}
+	var held string
+	err := tx.QueryRowContext(ctx, `SELECT record_id FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem).Scan(&held)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return Record{}, false, err
+	}
+	if held != "" {
+		if r, ok, err := try(`WHERE r.id = ?`, held); ok || err != nil {
+			return r, ok, err
+		}
+	}
+	return try(`WHERE r.key = ?`, key)
+}
+
+// Forget handles a file that is gone: the record it held is deleted, unless
+// it has moved to another file meanwhile. It returns the deleted record, if
+// any.
+func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string) (Record, bool, error) {
+	var rec Record
+	var deleted bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var held string
+		err := tx.QueryRowContext(ctx, `SELECT record_id FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem).Scan(&held)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem); err != nil {
+			return err
+		}
+		r, err := getOne(ctx, tx, `WHERE r.id = ? AND r.project = ? AND r.key = ?`, held, string(p), stem)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rec, deleted = r, true
+		return s.remove(ctx, tx, Project{ID: p}, r, false)
+	})
+	return rec, deleted, err
+}
+
+// Mirrored returns every project record of p that belongs in the markdown
+// mirror, with bodies, by key.
+func (s *Store) Mirrored(ctx context.Context, p scope.Identity) ([]Record, error) {
+	return queryRecords(ctx, s.db, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0 AND r.type IN ('semantic', 'procedural') ORDER BY r.key`, string(p))
+}

@@ -1,0 +1,312 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"prom.codes/memory-mcp/scope"
+)
+
+const cols = `r.id, r.scope, r.type, r.key, r.description, r.body, r.tags, r.confidence, r.use_count,
+	r.last_accessed_at, r.created_at, r.updated_at, r.expires_at, r.session_id, r.source, r.metadata`
+
+// colsNoBody reads '' in place of the body, for lists.
+const colsNoBody = `r.id, r.scope, r.type, r.key, r.description, '', r.tags, r.confidence, r.use_count,
+	r.last_accessed_at, r.created_at, r.updated_at, r.expires_at, r.session_id, r.source, r.metadata`
+
+// visible holds for records this project may see that have not expired.
+const visible = `r.project IN (@p, '') AND (r.expires_at IS NULL OR r.expires_at > @now)`
+
+// effective holds for visible records no narrower visible record shadows.
+const effective = visible + ` AND NOT EXISTS (SELECT 1 FROM records n WHERE n.type = r.type AND n.key = r.key
+	AND n.scope < r.scope AND n.project IN (@p, '') AND (n.expires_at IS NULL OR n.expires_at > @now))`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRecord(row scanner) (Record, error) {
+	var r Record
+	var sc int
+	var typ, tags, src, meta string
+	var last, exp sql.NullInt64
+	var created, updated int64
+	if err := row.Scan(&r.ID, &sc, &typ, &r.Key, &r.Description, &r.Body, &tags, &r.Confidence, &r.UseCount,
+		&last, &created, &updated, &exp, &r.SessionID, &src, &meta); err != nil {
+		return Record{}, err
+	}
+	r.Scope, r.Type, r.Source = scope.Level(sc), Type(typ), Source(src)
+	r.LastAccessedAt, r.ExpiresAt = fromNanos(last), fromNanos(exp)
+	r.CreatedAt, r.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
+	if err := json.Unmarshal([]byte(tags), &r.Tags); err != nil {
+		return Record{}, fmt.Errorf("record %s tags: %w", r.ID, err)
+	}
+	if len(r.Tags) == 0 {
+		r.Tags = nil
+	}
+	if err := json.Unmarshal([]byte(meta), &r.Metadata); err != nil {
+		return Record{}, fmt.Errorf("record %s metadata: %w", r.ID, err)
+	}
+	if len(r.Metadata) == 0 {
+		r.Metadata = nil
+	}
+	return r, nil
+}
+
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}
+
+func getOne(ctx context.Context, q querier, where string, args ...any) (Record, error) {
+	r, err := scanRecord(q.QueryRowContext(ctx, `SELECT `+cols+` FROM records r `+where, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, ErrNotFound
+	}
+	return r, err
+}
+
+func queryRecords(ctx context.Context, q querier, query string, args ...any) ([]Record, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) args(p scope.Identity, more ...any) []any {
+	return append([]any{sql.Named("p", string(p)), sql.Named("now", s.now().UnixNano())}, more...)
+}
+
+// resolve finds the one record sel picks, as project p sees it.
+func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Selector) (Record, error) {
+	if sel.ID != "" {
+		r, err := getOne(ctx, q, `WHERE r.id = @id AND `+visible, s.args(p, sql.Named("id", sel.ID))...)
+		if errors.Is(err, ErrNotFound) {
+			return Record{}, Errorf(CodeNotFound, "id", "%q: no such record", clip(sel.ID, 40))
+		}
+		return r, err
+	}
+	key, err := NormalizeKey("key", sel.Key)
+	if err != nil {
+		return Record{}, err
+	}
+	where := `WHERE r.key = @key AND (@type = '' OR r.type = @type) AND `
+	args := s.args(p, sql.Named("key", key), sql.Named("type", string(sel.Type)))
+	if sel.Scope != nil {
+		where += visible + ` AND r.scope = @scope`
+		args = append(args, sql.Named("scope", int(*sel.Scope)))
+	} else {
+		where += effective
+	}
+	rs, err := queryRecords(ctx, q, `SELECT `+cols+` FROM records r `+where+` ORDER BY r.type`, args...)
+	if err != nil {
+		return Record{}, err
+	}
+	switch len(rs) {
+	case 0:
+		what := "key"
+		if sel.Type != "" {
+			what = string(sel.Type) + " key"
+		}
+		return Record{}, Errorf(CodeNotFound, "key", "%q: no %s record with this %s is visible here", key, scopeWord(sel.Scope), what)
+	case 1:
+		return rs[0], nil
+	}
+	types := make([]Type, len(rs))
+	for i, r := range rs {
+		types[i] = r.Type
+	}
+	return Record{}, Errorf(CodeConflict, "type", "key %q matches records of several types (%s); say which with type", key, joinTypes(types))
+}
+
+func scopeWord(l *scope.Level) string {
+	if l == nil {
+		return "effective"
+	}
+	return l.String()
+}
+
+// Get returns the record sel picks, in full, resolved through the scope
+// chain, and counts the use. Errors: ErrNotFound; CodeConflict when a key
+// alone matches several types; CodeInvalidArgument for a bad key.
+func (s *Store) Get(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
+	var rec Record
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if rec, err = s.resolve(ctx, tx, p, sel); err != nil {
+			return err
+		}
+		return s.touch(ctx, tx, &rec)
+	})
+	return rec, err
+}
+
+// Peek is Get without counting the use.
+func (s *Store) Peek(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
+	return s.resolve(ctx, s.db, p, sel)
+}
+
+func (s *Store) touch(ctx context.Context, tx *sql.Tx, rec *Record) error {
+	now := s.now().UTC()
+	if _, err := tx.ExecContext(ctx, `UPDATE records SET use_count = use_count + 1, last_accessed_at = ? WHERE id = ?`, now.UnixNano(), rec.ID); err != nil {
+		return err
+	}
+	rec.UseCount++
+	rec.LastAccessedAt = &now
+	return nil
+}
+
+// Touch counts one use of each record in ids (they were woven into a recall
+// block). Unknown ids are ignored.
+func (s *Store) Touch(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	now := s.now().UnixNano()
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `UPDATE records SET use_count = use_count + 1, last_accessed_at = ? WHERE id = ?`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, id := range ids {
+			if _, err := st.ExecContext(ctx, now, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ListOptions filter a list. Zero values mean no filter.
+type ListOptions struct {
+	Type   Type
+	Scope  *scope.Level
+	Tag    string
+	Limit  int // default 50, at most 500
+	Cursor string
+}
+
+// List returns the effective records matching opts, without bodies, ordered
+// by key then type, and a cursor for the next page ("" at the end). Errors:
+// CodeInvalidArgument for a bad cursor.
+func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([]Record, string, error) {
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	if limit > 500 {
+		limit = 500
+	}
+	where := effective
+	args := s.args(p)
+	if opts.Type != "" {
+		where += ` AND r.type = @type`
+		args = append(args, sql.Named("type", string(opts.Type)))
+	}
+	if opts.Scope != nil {
+		where += ` AND r.scope = @scope`
+		args = append(args, sql.Named("scope", int(*opts.Scope)))
+	}
+	if opts.Tag != "" {
+		where += ` AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @tag)`
+		args = append(args, sql.Named("tag", opts.Tag))
+	}
+	if opts.Cursor != "" {
+		key, typ, err := decodeCursor(opts.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where += ` AND (r.key, r.type) > (@ckey, @ctype)`
+		args = append(args, sql.Named("ckey", key), sql.Named("ctype", typ))
+	}
+	args = append(args, sql.Named("limit", limit+1))
+	rs, err := queryRecords(ctx, s.db, `SELECT `+colsNoBody+` FROM records r WHERE `+where+` ORDER BY r.key, r.type LIMIT @limit`, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list: %w", err)
+	}
+	next := ""
+	if len(rs) > limit {
+		rs = rs[:limit]
+		last := rs[limit-1]
+		next = base64.RawURLEncoding.EncodeToString([]byte(last.Key + "\x00" + string(last.Type)))
+	}
+	return rs, next, nil
+}
+
+func decodeCursor(c string) (key, typ string, err error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		var ok bool
+		key, typ, ok = strings.Cut(string(b), "\x00")
+		if ok {
+			return key, typ, nil
+		}
+	}
+	return "", "", Errorf(CodeInvalidArgument, "cursor", "is not a cursor this server returned")
+}
+
+// Effective returns every effective record of the given types (all types when
+// none), with bodies, in weave order: confidence, use count and recency
+// descending, then key. limit > 0 keeps only the first limit of each type.
+func (s *Store) Effective(ctx context.Context, p scope.Identity, types []Type, limit int) ([]Record, error) {
+	if len(types) == 0 {
+		types = Types
+	}
+	var out []Record
+	for _, t := range types {
+		q := `SELECT ` + cols + ` FROM records r WHERE r.type = @type AND ` + effective +
+			` ORDER BY r.confidence DESC, r.use_count DESC, r.updated_at DESC, r.key`
+		args := s.args(p, sql.Named("type", string(t)))
+		if limit > 0 {
+			q += ` LIMIT @limit`
+			args = append(args, sql.Named("limit", limit))
+		}
+		rs, err := queryRecords(ctx, s.db, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("effective %s records: %w", t, err)
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+// Count returns how many effective records of type t project p sees.
+func (s *Store) Count(ctx context.Context, p scope.Identity, t Type) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records r WHERE r.type = @type AND `+effective, s.args(p, sql.Named("type", string(t)))...).Scan(&n)
+	return n, err
+}
+
+// Index returns the effective records without bodies, ordered by type then
+// key; limit > 0 keeps only the first limit.
+func (s *Store) Index(ctx context.Context, p scope.Identity, limit int) ([]Record, error) {
+	q := `SELECT ` + colsNoBody + ` FROM records r WHERE ` + effective + ` ORDER BY r.type, r.key`
+	args := s.args(p)
+	if limit > 0 {
+		q += ` LIMIT @limit`
+		args = append(args, sql.Named("limit", limit))
+	}
+	return queryRecords(ctx, s.db, q, args...)
+}
+
+// CountAll returns how many effective records project p sees.
+func (s *Store) CountAll(ctx context.Context, p scope.Identity) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records r WHERE `+effective, s.args(p)...).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,275 @@
+package memory
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store keeps records in one SQLite database shared by every server process
+// on the machine. It is safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	path string
+	now  func() time.Time
+
+	idMu   sync.Mutex
+	lastID [16]byte
+}
+
+// Options adjust how a Store is opened.
+type Options struct {
+	// Now is the clock; nil means time.Now. Tests inject their own.
+	Now func() time.Time
+}
+
+// DefaultPath is where the database lives when PROMETHEUS_MEMORY_DB_PATH is
+// not set: ~/.prometheus/memory.db.
+func DefaultPath() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("home directory: %w", err)
+	}
+	return filepath.Join(home, ".prometheus", "memory.db"), nil
+}
+
+// Open opens (creating if needed) the database at path, runs any pending
+// migrations and purges expired records. The directory is created 0700 and
+// the file 0600. It fails, changing nothing, on a file that is not a SQLite
+// database or was made by a newer schema.
+func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create database directory %s: %w", dir, err)
+	}
+	// Create the file ourselves so its mode is 0600 whatever the umask; SQLite
+	// gives the -wal and -shm files the same mode.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	f.Close()
+
+	dsn := "file:" + path + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1"
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, now: now}
+	if err := s.setup(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if _, err := s.Purge(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// setup turns on WAL and migrates. Several processes may do this at the same
+// moment: journal_mode is retried while another holds the lock, and each
+// migration runs in an immediate transaction that re-reads the version.
+func (s *Store) setup(ctx context.Context) error {
+	var mode string
+	var err error
+	for i := 0; i < 50; i++ {
+		err = s.db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		if err == nil || !isBusy(err) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return describeOpenError(err)
+	}
+	return s.migrate(ctx)
+}
+
+// SchemaVersion is the number of migrations this build knows.
+func SchemaVersion() int {
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	return len(names)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	return s.migrateTo(ctx, names, len(names))
+}
+
+func (s *Store) migrateTo(ctx context.Context, names []string, target int) error {
+	for {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return describeOpenError(err)
+		}
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			tx.Rollback()
+			return describeOpenError(err)
+		}
+		if v > len(names) {
+			tx.Rollback()
+			return fmt.Errorf("schema version %d is newer than this build knows (%d): upgrade memory-mcp", v, len(names))
+		}
+		if v >= target {
+			tx.Rollback()
+			return nil
+		}
+		body, err := migrations.ReadFile(names[v])
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", filepath.Base(names[v]), err)
+		}
+		if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(v+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %s: %w", filepath.Base(names[v]), err)
+		}
+	}
+}
+
+func isBusy(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
+}
+
+func describeOpenError(err error) error {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrNotADB, sqlite3.ErrCorrupt:
+			return fmt.Errorf("%w: the file is not a usable memory database; move it aside (it is left untouched) or point PROMETHEUS_MEMORY_DB_PATH elsewhere", err)
+		case sqlite3.ErrReadonly, sqlite3.ErrPerm, sqlite3.ErrCantOpen, sqlite3.ErrIoErr:
+			return fmt.Errorf("%w: check that the file and its directory are writable", err)
+		case sqlite3.ErrFull:
+			return fmt.Errorf("%w: the disk is full; free some space", err)
+		}
+	}
+	return err
+}
+
+// newID returns a ULID: 48 bits of milliseconds and 80 random bits, in
+// Crockford base32, monotonic within one process.
+func (s *Store) newID() string {
+	var b [16]byte
+	ms := uint64(s.now().UnixMilli())
+	binary.BigEndian.PutUint64(b[:8], ms<<16)
+	if _, err := rand.Read(b[6:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	s.idMu.Lock()
+	if string(b[:6]) == string(s.lastID[:6]) {
+		// Same millisecond: count up from the last id so ids sort by creation.
+		b = s.lastID
+		for i := 15; i >= 6; i-- {
+			b[i]++
+			if b[i] != 0 {
+				break
+			}
+		}
+	}
+	s.lastID = b
+	s.idMu.Unlock()
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	hi := binary.BigEndian.Uint64(b[:8])
+	lo := binary.BigEndian.Uint64(b[8:])
+	var out [26]byte
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}
+
+// Purge deletes records whose expiry has passed and reports how many.
+func (s *Store) Purge(ctx context.Context) (int64, error) {
+	now := s.now().UnixNano()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT rowid FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?)`, now); err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?`, now)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, tx.Commit()
+}
+
+func nanos(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := time.Unix(0, n.Int64).UTC()
+	return &t
+}
+
+// bucket is the partition a record of level l lives in.
+func bucket(p string, scopeLevel int) string {
+	if scopeLevel == 0 {
+		return p
+	}
+	return ""
+}
+
+// joinKeys is for error messages listing several types.
+func joinTypes(ts []Type) string {
+	ss := make([]string, len(ts))
+	for i, t := range ts {
+		ss[i] = string(t)
+	}
+	return strings.Join(ss, ", ")
+}

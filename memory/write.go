@@ -1,0 +1,553 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/secrets"
+)
+
+// Project names the project a call works in: its identity, and the markdown
+// mirror that project-scoped facts and procedures are written through (nil
+// for none).
+type Project struct {
+	ID     scope.Identity
+	Mirror Mirror
+}
+
+// Mirror is the markdown mirror as the store sees it. The store calls it
+// inside the write transaction, so a file is written only for a change that
+// is then committed, and a failed file write changes nothing.
+type Mirror interface {
+	// Write writes rec's file atomically and reports what is on disk.
+	Write(rec Record) (FileState, error)
+	// Remove deletes key's file; a missing file is not an error.
+	Remove(key string) error
+}
+
+// FileState is what the mirror last saw of one file.
+type FileState struct {
+	Stem  string
+	Size  int64
+	MTime int64 // Unix nanoseconds
+	Hash  string
+	ID    string // the record it holds
+}
+
+// Write is what a writer supplies for one record. Zero optional fields take
+// their defaults: description empty, confidence 0.5 (or the existing
+// record's), expiry by type.
+type Write struct {
+	Scope       scope.Level
+	Type        Type
+	Key         string
+	Description string
+	Body        string
+	Tags        []string
+	Confidence  *float64
+	TTL         *time.Duration
+	SessionID   string
+	Source      Source
+	Metadata    map[string]string
+	// UseCount, when set, replaces the record's use count (capture counts
+	// repeated procedures this way).
+	UseCount *int64
+
+	// keepExpiry sets expires_at to expiresAt instead of deriving it from TTL.
+	keepExpiry bool
+	expiresAt  *time.Time
+}
+
+// Patch changes some fields of an existing record; nil leaves a field alone.
+type Patch struct {
+	Body        *string
+	Description *string
+	Tags        *[]string
+	Confidence  *float64
+	TTL         *time.Duration
+	Metadata    *map[string]string
+}
+
+// Selector picks a record by id, or by key with an optional type and scope.
+// Without a scope the key is resolved through the chain (narrowest wins).
+type Selector struct {
+	ID    string
+	Key   string
+	Type  Type
+	Scope *scope.Level
+}
+
+// validate normalises w in place and checks every field, secrets included.
+func validate(w *Write) error {
+	if w.Scope < scope.Project || w.Scope > scope.System {
+		return Errorf(CodeInvalidArgument, "scope", "is unknown")
+	}
+	if _, err := ParseType("type", string(w.Type)); err != nil {
+		return err
+	}
+	k, err := NormalizeKey("key", w.Key)
+	if err != nil {
+		return err
+	}
+	w.Key = k
+	if w.Source == "" {
+		w.Source = FromTool
+	}
+	if err := checkBody(w.Body); err != nil {
+		return err
+	}
+	if w.Description, err = checkDescription(w.Description); err != nil {
+		return err
+	}
+	if w.Tags, err = checkTags(w.Tags); err != nil {
+		return err
+	}
+	if w.Confidence != nil {
+		if err := checkConfidence(*w.Confidence); err != nil {
+			return err
+		}
+	}
+	if w.TTL != nil && *w.TTL <= 0 {
+		return Errorf(CodeInvalidArgument, "ttl_seconds", "must be positive")
+	}
+	if err := checkMetadata(w.Metadata); err != nil {
+		return err
+	}
+	if len(w.SessionID) > 200 {
+		return Errorf(CodeInvalidArgument, "session_id", "is longer than 200 bytes")
+	}
+	return scanAll(w)
+}
+
+func checkBody(b string) error {
+	if strings.TrimSpace(b) == "" {
+		return Errorf(CodeInvalidArgument, "body", "is empty")
+	}
+	if len(b) > MaxBodyBytes {
+		return Errorf(CodeTooLarge, "body", "is %d bytes; the limit is %d (64 KiB)", len(b), MaxBodyBytes)
+	}
+	if !utf8.ValidString(b) {
+		return Errorf(CodeInvalidArgument, "body", "is not valid UTF-8")
+	}
+	return nil
+}
+
+func checkDescription(d string) (string, error) {
+	d = strings.Join(strings.Fields(d), " ")
+	if len(d) > MaxDescriptionLen {
+		return "", Errorf(CodeTooLarge, "description", "is %d bytes; the limit is %d", len(d), MaxDescriptionLen)
+	}
+	if !utf8.ValidString(d) {
+		return "", Errorf(CodeInvalidArgument, "description", "is not valid UTF-8")
+	}
+	return d, nil
+}
+
+func checkTags(tags []string) ([]string, error) {
+	if len(tags) > MaxTags {
+		return nil, Errorf(CodeTooLarge, "tags", "has %d tags; the limit is %d", len(tags), MaxTags)
+	}
+	out := make([]string, 0, len(tags))
+	for i, t := range tags {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			return nil, Errorf(CodeInvalidArgument, fmt.Sprintf("tags[%d]", i), "is empty")
+		}
+		if len(t) > MaxTagLen || !utf8.ValidString(t) || strings.ContainsAny(t, "\n\r\t") {
+			return nil, Errorf(CodeInvalidArgument, fmt.Sprintf("tags[%d]", i), "must be one line of valid UTF-8, at most %d bytes", MaxTagLen)
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func checkConfidence(c float64) error {
+	if math.IsNaN(c) || c < 0 || c > 1 {
+		return Errorf(CodeInvalidArgument, "confidence", "must be between 0 and 1")
+	}
+	return nil
+}
+
+func checkMetadata(m map[string]string) error {
+	if len(m) > MaxMetadata {
+		return Errorf(CodeTooLarge, "metadata", "has %d entries; the limit is %d", len(m), MaxMetadata)
+	}
+	n := 0
+	for k, v := range m {
+		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return Errorf(CodeInvalidArgument, "metadata", "keys must be non-empty and keys and values valid UTF-8")
+		}
+		n += len(k) + len(v)
+	}
+	if n > MaxMetadataBytes {
+		return Errorf(CodeTooLarge, "metadata", "is %d bytes; the limit is %d", n, MaxMetadataBytes)
+	}
+	return nil
+}
+
+// ScanField reports a secret in value as a secret_rejected *Error naming the
+// field and the rule, never the value.
+func ScanField(field, value string) error {
+	if f, ok := secrets.Scan(value); ok {
+		return Errorf(CodeSecretRejected, field, "looks like a secret (rule %s: %s); it was not stored", f.Rule, f.Description)
+	}
+	return nil
+}
+
+func scanAll(w *Write) error {
+	if err := ScanField("key", w.Key); err != nil {
+		return err
+	}
+	if err := ScanField("description", w.Description); err != nil {
+		return err
+	}
+	if err := ScanField("body", w.Body); err != nil {
+		return err
+	}
+	for i, t := range w.Tags {
+		if err := ScanField(fmt.Sprintf("tags[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	if err := scanMetadata(w.Metadata); err != nil {
+		return err
+	}
+	return ScanField("session_id", w.SessionID)
+}
+
+func scanMetadata(m map[string]string) error {
+	for _, k := range sortedKeys(m) {
+		if err := ScanField("metadata", k); err != nil {
+			return err
+		}
+		if err := ScanField("metadata."+safeField(k), m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// safeField is a metadata key fit to appear in an error: it was scanned
+// already, so only its length is bounded.
+func safeField(k string) string { return clip(k, 40) }
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// Put writes a record, replacing the content of one with the same scope,
+// type and key (its id, creation time and use count stay). It returns the
+// stored record and whether it was new. A write that changes nothing leaves
+// the record, and its markdown file, exactly as they were.
+//
+// Errors: *Error with CodeInvalidArgument, CodeTooLarge or CodeSecretRejected
+// for bad input; CodeConflict when a project key is held by the other
+// mirrored type.
+func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, error) {
+	if err := validate(&w); err != nil {
+		return Record{}, false, err
+	}
+	var rec Record
+	var created bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		rec, created, err = s.put(ctx, tx, p, w, "")
+		return err
+	})
+	return rec, created, err
+}
+
+// put is the one write path: every writer ends here. id, when set, is the id
+// a new record takes (the markdown mirror keeps ids stable across stores).
+func (s *Store) put(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
+	now := s.now().UTC()
+	b := bucket(string(p.ID), int(w.Scope))
+	old, err := getOne(ctx, tx, `WHERE project = ? AND scope = ? AND type = ? AND key = ?`, b, int(w.Scope), string(w.Type), w.Key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Record{}, false, err
+	}
+	exists := err == nil
+	if w.Scope == scope.Project && (w.Type == Semantic || w.Type == Procedural) {
+		other := Semantic
+		if w.Type == Semantic {
+			other = Procedural
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = ? AND scope = 0 AND type = ? AND key = ?`, b, string(other), w.Key).Scan(&n); err != nil {
+			return Record{}, false, err
+		}
+		if n > 0 {
+			return Record{}, false, Errorf(CodeConflict, "key", "%q is already a project %s record; its markdown file would clash (choose another key or delete that record)", w.Key, other)
+		}
+	}
+
+	rec := Record{
+		Scope: w.Scope, Type: w.Type, Key: w.Key, Description: w.Description,
+		Body: w.Body, Tags: w.Tags, Confidence: 0.5, SessionID: w.SessionID,
+		Source: w.Source, Metadata: w.Metadata, CreatedAt: now, UpdatedAt: now,
+	}
+	if exists {
+		rec.ID, rec.CreatedAt, rec.UseCount, rec.LastAccessedAt = old.ID, old.CreatedAt, old.UseCount, old.LastAccessedAt
+		rec.Confidence = old.Confidence
+		if rec.SessionID == "" {
+			rec.SessionID = old.SessionID
+		}
+	} else if id != "" {
+		rec.ID = id
+	} else {
+		rec.ID = s.newID()
+	}
+	if w.Confidence != nil {
+		rec.Confidence = *w.Confidence
+	}
+	if w.UseCount != nil {
+		rec.UseCount = *w.UseCount
+	}
+	ttl := DefaultTTL(w.Type)
+	if w.TTL != nil {
+		ttl = *w.TTL
+	}
+	if w.keepExpiry {
+		rec.ExpiresAt = w.expiresAt
+	} else if ttl > 0 {
+		t := now.Add(ttl)
+		rec.ExpiresAt = &t
+	}
+	if exists && sameContent(old, rec) {
+		// Nothing a reader or a file would see has changed: keep updated_at
+		// (so the file stays byte-identical) and refresh only the expiry.
+		rec.UpdatedAt = old.UpdatedAt
+		if _, err := tx.ExecContext(ctx, `UPDATE records SET expires_at = ?, use_count = ? WHERE id = ?`, nanos(rec.ExpiresAt), rec.UseCount, rec.ID); err != nil {
+			return Record{}, false, err
+		}
+		if err := s.writeFile(ctx, tx, p, rec, false); err != nil {
+			return Record{}, false, err
+		}
+		return rec, false, nil
+	}
+	if err := s.store(ctx, tx, b, rec, exists); err != nil {
+		return Record{}, false, err
+	}
+	if err := s.writeFile(ctx, tx, p, rec, true); err != nil {
+		return Record{}, false, err
+	}
+	return rec, !exists, nil
+}
+
+// store inserts or replaces rec's row and its full-text entry.
+func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exists bool) error {
+	tags, _ := json.Marshal(nonNil(rec.Tags))
+	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
+	var rowid int64
+	if exists {
+		err := tx.QueryRowContext(ctx, `UPDATE records SET project = ?, scope = ?, type = ?, key = ?, description = ?, body = ?, tags = ?, confidence = ?,
+			use_count = ?, updated_at = ?, expires_at = ?, session_id = ?, source = ?, metadata = ? WHERE id = ? RETURNING rowid`,
+			b, int(rec.Scope), string(rec.Type), rec.Key, rec.Description, rec.Body, string(tags), rec.Confidence,
+			rec.UseCount, rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta), rec.ID).Scan(&rowid)
+		if err != nil {
+			return fmt.Errorf("update %s: %w", rec.Key, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = ?`, rowid); err != nil {
+			return err
+		}
+	} else {
+		err := tx.QueryRowContext(ctx, `INSERT INTO records (id, project, scope, type, key, description, body, tags, confidence, use_count,
+			last_accessed_at, created_at, updated_at, expires_at, session_id, source, metadata)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rowid`,
+			rec.ID, b, int(rec.Scope), string(rec.Type), rec.Key, rec.Description, rec.Body, string(tags), rec.Confidence, rec.UseCount,
+			nanos(rec.LastAccessedAt), rec.CreatedAt.UnixNano(), rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta)).Scan(&rowid)
+		if err != nil {
+			return fmt.Errorf("insert %s: %w", rec.Key, err)
+		}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, description, body, tags) VALUES (?, ?, ?, ?, ?)`,
+		rowid, strings.NewReplacer("-", " ", "_", " ", ".", " ").Replace(rec.Key), rec.Description, rec.Body, strings.Join(rec.Tags, " "))
+	return err
+}
+
+// writeFile mirrors rec when it belongs in the mirror. With force false it
+// only makes sure a file exists (a no-op write must not touch the file).
+func (s *Store) writeFile(ctx context.Context, tx *sql.Tx, p Project, rec Record, force bool) error {
+	if p.Mirror == nil || !rec.Mirrored() {
+		return nil
+	}
+	if !force {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mirror_files WHERE project = ? AND stem = ?`, string(p.ID), rec.Key).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+	st, err := p.Mirror.Write(rec)
+	if err != nil {
+		return Errorf(CodeInternal, "", "write markdown for %s: %v", rec.Key, err)
+	}
+	st.ID = rec.ID
+	return setFileState(ctx, tx, p.ID, st)
+}
+
+func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO mirror_files (project, stem, size, mtime, hash, record_id) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project, stem) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, hash = excluded.hash, record_id = excluded.record_id`,
+		string(p), st.Stem, st.Size, st.MTime, st.Hash, st.ID)
+	return err
+}
+
+func sameContent(a, b Record) bool {
+	return a.Scope == b.Scope && a.Type == b.Type && a.Key == b.Key && a.Description == b.Description &&
+		a.Body == b.Body && slices.Equal(nonNil(a.Tags), nonNil(b.Tags)) && a.Confidence == b.Confidence &&
+		a.SessionID == b.SessionID && mapsEqual(a.Metadata, b.Metadata)
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// Update changes the fields of patch on the record sel picks. It returns the
+// updated record. Errors: ErrNotFound when nothing matches; CodeConflict when
+// a key alone matches several types; the validation errors of Put.
+func (s *Store) Update(ctx context.Context, p Project, sel Selector, patch Patch) (Record, error) {
+	var rec Record
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		old, err := s.resolve(ctx, tx, p.ID, sel)
+		if err != nil {
+			return err
+		}
+		w := Write{
+			Scope: old.Scope, Type: old.Type, Key: old.Key, Description: old.Description, Body: old.Body,
+			Tags: old.Tags, Confidence: &old.Confidence, SessionID: old.SessionID, Source: old.Source, Metadata: old.Metadata,
+		}
+		if patch.Body != nil {
+			w.Body = *patch.Body
+		}
+		if patch.Description != nil {
+			w.Description = *patch.Description
+		}
+		if patch.Tags != nil {
+			w.Tags = *patch.Tags
+		}
+		if patch.Confidence != nil {
+			w.Confidence = patch.Confidence
+		}
+		if patch.Metadata != nil {
+			w.Metadata = *patch.Metadata
+		}
+		if patch.TTL != nil {
+			w.TTL = patch.TTL
+		} else {
+			// Keep the record's expiry where it was.
+			w.keepExpiry, w.expiresAt = true, old.ExpiresAt
+		}
+		if err := validate(&w); err != nil {
+			return err
+		}
+		rec, _, err = s.put(ctx, tx, p, w, "")
+		return err
+	})
+	return rec, err
+}
+
+// Delete removes the record sel picks (the narrowest when no scope is
+// given, so a broader one shows again) and its markdown file. Errors:
+// ErrNotFound, or CodeConflict when a key alone matches several types.
+func (s *Store) Delete(ctx context.Context, p Project, sel Selector) (Record, error) {
+	var rec Record
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		rec, err = s.resolve(ctx, tx, p.ID, sel)
+		if err != nil {
+			return err
+		}
+		return s.remove(ctx, tx, p, rec, true)
+	})
+	return rec, err
+}
+
+func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, removeFile bool) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = (SELECT rowid FROM records WHERE id = ?)`, rec.ID); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE id = ?`, rec.ID); err != nil {
+		return err
+	}
+	if !rec.Mirrored() {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p.ID), rec.Key); err != nil {
+		return err
+	}
+	if removeFile && p.Mirror != nil {
+		if err := p.Mirror.Remove(rec.Key); err != nil {
+			return Errorf(CodeInternal, "", "remove markdown for %s: %v", rec.Key, err)
+		}
+	}
+	return nil
+}
+
+// tx runs fn in an immediate transaction, retrying while another process
+// holds the write lock beyond the busy timeout.
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := s.tx1(ctx, fn)
+		if err == nil || !isBusy(err) || attempt >= 5 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
