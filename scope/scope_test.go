@@ -1,0 +1,82 @@
+package scope
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Level
+		ok   bool
+	}{
+		{"project", Project, true}, {"Workspace", Workspace, true}, {" tenant ", Tenant, true}, {"system", System, true},
+		{"", 0, false}, {"global", 0, false}, {"projects", 0, false},
+	} {
+		got, err := Parse(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
+			t.Errorf("Parse(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+	if Project.String() != "project" || System.String() != "system" || Level(9).String() != "level(9)" {
+		t.Error("String")
+	}
+	if !Project.Narrower(System) || System.Narrower(Tenant) {
+		t.Error("Narrower")
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	if IdentityOf("/a/b") != IdentityOf("/a/b/") || IdentityOf("/a/b") != IdentityOf("/a/./c/../b") {
+		t.Error("cleaning does not give one identity")
+	}
+	if IdentityOf("/a/b") == IdentityOf("/a/c") {
+		t.Error("two roots share an identity")
+	}
+}
+
+func TestRoot(t *testing.T) {
+	tmp := t.TempDir()
+	repo := filepath.Join(tmp, "repo")
+	sub := filepath.Join(repo, "pkg", "deep")
+	os.MkdirAll(sub, 0o755)
+	os.Mkdir(filepath.Join(repo, ".git"), 0o755)
+	plain := filepath.Join(tmp, "plain")
+	os.Mkdir(plain, 0o755)
+	link := filepath.Join(tmp, "link")
+	os.Symlink(repo, link)
+	real := func(p string) string { r, _ := filepath.EvalSymlinks(p); return r }
+
+	for _, tc := range []struct{ name, env, wd, want string }{
+		{"env wins", plain, sub, real(plain)},
+		{"git top-level", "", sub, real(repo)},
+		{"working directory", "", plain, real(plain)},
+		{"symlink resolved", link, "", real(repo)},
+	} {
+		got, err := Root(tc.env, tc.wd)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: Root = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+type cand struct {
+	l       Level
+	typ, id string
+}
+
+func (c cand) ScopeLevel() Level      { return c.l }
+func (c cand) Name() (string, string) { return c.typ, "k" }
+
+func TestResolve(t *testing.T) {
+	in := []cand{{System, "semantic", "sys"}, {Project, "semantic", "proj"}, {Tenant, "semantic", "ten"}, {System, "procedural", "proc"}}
+	got := Resolve(in)
+	want := []cand{{Project, "semantic", "proj"}, {System, "procedural", "proc"}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(cand{})); diff != "" {
+		t.Errorf("Resolve (-want +got):\n%s", diff)
+	}
+}
