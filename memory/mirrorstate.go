@@ -61,7 +61,20 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 			return err
 		}
 		if !found {
-			out, _, err = s.put(ctx, tx, Project{ID: p}, w, rec.ID)
+			id := rec.ID
+			if id != "" {
+				// Ids are unique across projects, but a second clone or
+				// worktree of the repository holds the same files: its
+				// copy of the record gets an id of its own.
+				var n int
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = ?`, id).Scan(&n); err != nil {
+					return err
+				}
+				if n > 0 {
+					id = ""
+				}
+			}
+			out, _, err = s.put(ctx, tx, Project{ID: p}, w, id)
 			if err != nil {
 				return err
 			}
@@ -70,6 +83,18 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 			out.Type, out.Key, out.Description, out.Body, out.Tags, out.Confidence, out.Source =
 				w.Type, w.Key, w.Description, w.Body, w.Tags, *w.Confidence, FromMarkdown
 			out.Metadata = w.Metadata
+			if out.Key != old.Key || out.Type != old.Type {
+				// One file per key: put refuses a key the other mirrored
+				// type holds, and so must a rename or a change of type.
+				var n int
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = ? AND scope = 0 AND type IN ('semantic', 'procedural') AND key = ? AND id <> ?`,
+					string(p), out.Key, old.ID).Scan(&n); err != nil {
+					return err
+				}
+				if n > 0 {
+					return Errorf(CodeConflict, "key", "%q is held by another project record", out.Key)
+				}
+			}
 			if !rec.CreatedAt.IsZero() {
 				out.CreatedAt = rec.CreatedAt.UTC()
 			}

@@ -16,7 +16,7 @@ import (
 const cols = `r.id, r.scope, r.type, r.key, r.description, r.body, r.tags, r.confidence, r.use_count,
 	r.last_accessed_at, r.created_at, r.updated_at, r.expires_at, r.session_id, r.source, r.metadata`
 
-// colsNoBody reads '' in place of the body, for lists.
+// colsNoBody reads ” in place of the body, for lists.
 const colsNoBody = `r.id, r.scope, r.type, r.key, r.description, '', r.tags, r.confidence, r.use_count,
 	r.last_accessed_at, r.created_at, r.updated_at, r.expires_at, r.session_id, r.source, r.metadata`
 

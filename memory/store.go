@@ -223,23 +223,47 @@ func (s *Store) newID() string {
 	return string(out[:])
 }
 
-// Purge deletes records whose expiry has passed and reports how many.
+// Purge deletes records whose expiry has passed and reports how many. It
+// leaves mirrored project records, whose markdown files must go with them:
+// PurgeMirrored deletes those, file and all, for the project whose files it
+// can reach. Reads hide all of them the moment they expire.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
+	const expired = `expires_at IS NOT NULL AND expires_at <= ? AND NOT (scope = 0 AND type IN ('semantic', 'procedural'))`
 	now := s.now().UnixNano()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT rowid FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?)`, now); err != nil {
-		return 0, fmt.Errorf("purge: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM records WHERE expires_at IS NOT NULL AND expires_at <= ?`, now)
-	if err != nil {
-		return 0, fmt.Errorf("purge: %w", err)
-	}
-	n, _ := res.RowsAffected()
-	return n, tx.Commit()
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT rowid FROM records WHERE `+expired+`)`, now); err != nil {
+			return fmt.Errorf("purge: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM records WHERE `+expired, now)
+		if err != nil {
+			return fmt.Errorf("purge: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return n, err
+}
+
+// PurgeMirrored deletes project p's expired facts and procedures and their
+// markdown files, and reports how many.
+func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		recs, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0
+			AND r.type IN ('semantic', 'procedural') AND r.expires_at IS NOT NULL AND r.expires_at <= ?`, string(p.ID), s.now().UnixNano())
+		if err != nil {
+			return fmt.Errorf("purge: %w", err)
+		}
+		for _, r := range recs {
+			if err := s.remove(ctx, tx, p, r, true); err != nil {
+				return fmt.Errorf("purge %s: %w", r.Key, err)
+			}
+		}
+		n = len(recs)
+		return nil
+	})
+	return n, err
 }
 
 func nanos(t *time.Time) any {

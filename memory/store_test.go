@@ -264,8 +264,13 @@ func TestExpiry(t *testing.T) {
 		t.Errorf("working record visible after 24h: %v", err)
 	}
 	n, err := s.Purge(ctx)
-	if err != nil || n != 2 {
-		t.Errorf("Purge = %d, %v; want 2", n, err)
+	if err != nil || n != 1 {
+		t.Errorf("Purge = %d, %v; want 1 (the working record)", n, err)
+	}
+	// The expired fact is mirrored: it goes with its file.
+	m, err := s.PurgeMirrored(ctx, projA)
+	if err != nil || m != 1 {
+		t.Errorf("PurgeMirrored = %d, %v; want 1", m, err)
 	}
 	if _, err := s.Get(ctx, projA.ID, Selector{Key: "forever"}); err != nil {
 		t.Error(err)

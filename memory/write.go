@@ -138,6 +138,9 @@ func checkBody(b string) error {
 	if !utf8.ValidString(b) {
 		return Errorf(CodeInvalidArgument, "body", "is not valid UTF-8")
 	}
+	if strings.ContainsRune(b, 0) {
+		return Errorf(CodeInvalidArgument, "body", "contains NUL bytes")
+	}
 	return nil
 }
 

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/mirror"
+	"prom.codes/memory-mcp/weave"
+)
+
+// app is the server's core, shared by the MCP tools and the command line:
+// the store, this workspace's project and mirror, and the weaver.
+type app struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *memory.Store
+	dir    *mirror.Dir
+	proj   memory.Project
+	weaver *weave.Weaver
+}
+
+func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
+	dir, err := mirror.Open(cfg.Root)
+	if err != nil {
+		return nil, err
+	}
+	dir.SetLogger(log)
+	st, err := memory.Open(ctx, cfg.DBPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{
+		cfg: cfg, log: log, store: st, dir: dir, weaver: weave.New(),
+		proj: memory.Project{ID: cfg.Project, Mirror: dir},
+	}
+	if _, err := a.purge(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// purge deletes expired records; this project's expired facts and
+// procedures take their markdown files with them.
+func (a *app) purge(ctx context.Context) (int64, error) {
+	n, err := a.store.Purge(ctx)
+	if err != nil {
+		return n, err
+	}
+	m, err := a.store.PurgeMirrored(ctx, a.proj)
+	return n + int64(m), err
+}
+
+func (a *app) Close() error { return a.store.Close() }
+
+// sync brings the markdown files into the database. A file it cannot accept
+// is reported, not fatal; an unusable directory is.
+func (a *app) sync(ctx context.Context) (mirror.Report, error) {
+	rep, err := mirror.Sync(ctx, a.store, a.cfg.Project, a.dir)
+	if err != nil {
+		return rep, fmt.Errorf("sync %s: %w", a.dir.Path(), err)
+	}
+	return rep, nil
+}
+
+// recallTypes are what a recall block weaves.
+var recallTypes = []memory.Type{memory.Semantic, memory.Procedural}
+
+// recall weaves the effective facts and procedures into one block of at
+// most maxTokens (the configured budget when <= 0), the records relevant to
+// query first, and counts a use of each record woven in.
+func (a *app) recall(ctx context.Context, query string, types []memory.Type, maxTokens int) (weave.Block, error) {
+	if maxTokens <= 0 {
+		maxTokens = a.cfg.TokenBudget
+	}
+	if len(types) == 0 {
+		types = recallTypes
+	}
+	types = slices.DeleteFunc(slices.Clone(types), func(t memory.Type) bool { return t != memory.Semantic && t != memory.Procedural })
+	// Every woven record costs at least a few tokens, so no more than this
+	// many of each type can fit; reading more would be wasted work.
+	limit := maxTokens/4 + 1
+	recs, err := a.store.Effective(ctx, a.cfg.Project, types, limit)
+	if err != nil {
+		return weave.Block{}, err
+	}
+	var relevant []string
+	if query != "" && len(memory.Terms(query)) > 0 {
+		have := map[string]bool{}
+		for _, r := range recs {
+			have[r.ID] = true
+		}
+		for _, t := range types {
+			hits, err := a.store.Search(ctx, a.cfg.Project, memory.SearchOptions{Query: query, Type: t, Limit: 20})
+			if err != nil {
+				return weave.Block{}, err
+			}
+			for _, h := range hits {
+				relevant = append(relevant, h.Record.ID)
+				if !have[h.Record.ID] {
+					r, err := a.store.Peek(ctx, a.cfg.Project, memory.Selector{ID: h.Record.ID})
+					if err != nil && !errors.Is(err, memory.ErrNotFound) {
+						return weave.Block{}, err
+					}
+					if err == nil {
+						recs = append(recs, r)
+						have[r.ID] = true
+					}
+				}
+			}
+		}
+	}
+	total := 0
+	for _, t := range types {
+		n, err := a.store.Count(ctx, a.cfg.Project, t)
+		if err != nil {
+			return weave.Block{}, err
+		}
+		total += n
+	}
+	b := a.weaver.Weave(recs, weave.Options{MaxTokens: maxTokens, Relevant: relevant, Unlisted: max(0, total-len(recs))})
+	if err := a.store.Touch(ctx, b.Included); err != nil {
+		return b, err
+	}
+	return b, nil
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/weave"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0"
+
+// Config is everything the environment decides.
+type Config struct {
+	DBPath        string         // PROMETHEUS_MEMORY_DB_PATH, else ~/.prometheus/memory.db
+	Root          string         // PROMETHEUS_WORKSPACE_ROOT, else the git top-level, else the working directory
+	Project       scope.Identity // hash of Root
+	TokenBudget   int            // PROMETHEUS_MEMORY_TOKEN_BUDGET, default 1500
+	Confirmations int            // PROMETHEUS_MEMORY_CONFIRMATIONS, default 2
+	LogLevel      slog.Level     // PROMETHEUS_MEMORY_LOG_LEVEL: debug, info, warn, error
+}
+
+func loadConfig(getenv func(string) string) (Config, error) {
+	c := Config{TokenBudget: weave.DefaultMaxTokens, Confirmations: 2, LogLevel: slog.LevelInfo}
+	c.DBPath = getenv("PROMETHEUS_MEMORY_DB_PATH")
+	if c.DBPath == "" {
+		p, err := memory.DefaultPath()
+		if err != nil {
+			return c, err
+		}
+		c.DBPath = p
+	}
+	root, err := scope.Root(getenv("PROMETHEUS_WORKSPACE_ROOT"), "")
+	if err != nil {
+		return c, err
+	}
+	c.Root, c.Project = root, scope.IdentityOf(root)
+	if v := getenv("PROMETHEUS_MEMORY_TOKEN_BUDGET"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("PROMETHEUS_MEMORY_TOKEN_BUDGET=%q: want a positive whole number of tokens", v)
+		}
+		c.TokenBudget = n
+	}
+	if v := getenv("PROMETHEUS_MEMORY_CONFIRMATIONS"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("PROMETHEUS_MEMORY_CONFIRMATIONS=%q: want a positive whole number of sessions", v)
+		}
+		c.Confirmations = n
+	}
+	if v := getenv("PROMETHEUS_MEMORY_LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			return c, fmt.Errorf("PROMETHEUS_MEMORY_LOG_LEVEL=%q: want debug, info, warn or error", v)
+		}
+	}
+	return c, nil
+}

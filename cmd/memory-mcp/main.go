@@ -1,0 +1,31 @@
+// Command memory-mcp is a local MCP server that gives coding agents memory
+// that lasts across context resets: facts, procedures, session summaries and
+// scratch notes, scoped from one project up to the whole machine.
+//
+// Usage:
+//
+//	memory-mcp                 serve MCP on stdin/stdout (what an agent launches)
+//	memory-mcp read            print the woven recall block (session-start hook)
+//	memory-mcp capture         read a capture payload on stdin (session-end hook)
+//	memory-mcp version         print the version
+//
+// It is the only package that imports the MCP SDK.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memory-mcp:", err)
+		os.Exit(1)
+	}
+}

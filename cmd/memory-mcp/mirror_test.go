@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMarkdownIsCanonicalEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	dir := filepath.Join(e.root, ".prometheus", "memories")
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "db-engine", "body": "We use PostgreSQL 16.", "description": "Database"})
+	file := filepath.Join(dir, "db-engine.md")
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the fact was not mirrored: %v", err)
+	}
+	// Writing the same again leaves the file byte-identical.
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "db-engine", "body": "We use PostgreSQL 16.", "description": "Database"})
+	if again, _ := os.ReadFile(file); string(again) != string(before) {
+		t.Errorf("an unchanged rewrite changed the file:\n%s\n---\n%s", before, again)
+	}
+
+	// A reviewer edits the file: the next read returns the edit.
+	edited := strings.Replace(string(before), "PostgreSQL 16", "PostgreSQL 17", 1)
+	if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := bodyOf(t, cs, "db-engine"); !strings.Contains(got, "PostgreSQL 17") {
+		t.Errorf("after the edit memory_read gives %q", got)
+	}
+
+	// A hand-written file without front matter becomes a fact.
+	os.WriteFile(filepath.Join(dir, "code-review.md"), []byte("# Two approvals for main\n\nEvery change to main needs two approvals.\n"), 0o644)
+	rec := ok(t, cs, "memory_read", map[string]any{"key": "code-review"})["record"].(map[string]any)
+	if rec["type"] != "semantic" || rec["description"] != "Two approvals for main" {
+		t.Errorf("hand-written file read as %v", rec)
+	}
+
+	// A malformed file is reported and changes nothing.
+	bad := "---\ntype: [unclosed\n---\nbody\n"
+	os.WriteFile(filepath.Join(dir, "broken.md"), []byte(bad), 0o644)
+	res := call(t, cs, "memory_search", map[string]any{"query": "approvals"})
+	if res.IsError || !strings.Contains(text(res), "broken.md") {
+		t.Errorf("the malformed file is not reported: %s", text(res))
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "broken.md")); string(got) != bad {
+		t.Error("the malformed file was changed")
+	}
+
+	// A deleted file deletes its record; deleting a record deletes its file.
+	os.Remove(file)
+	if msg := fails(t, cs, "memory_read", map[string]any{"key": "db-engine"}); !strings.HasPrefix(msg, "not_found") {
+		t.Errorf("after deleting the file: %s", msg)
+	}
+	ok(t, cs, "memory_delete", map[string]any{"key": "code-review"})
+	if _, err := os.Stat(filepath.Join(dir, "code-review.md")); !os.IsNotExist(err) {
+		t.Errorf("deleting the record left its file: %v", err)
+	}
+}

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/mirror"
+	"prom.codes/memory-mcp/scope"
+)
+
+// server is the MCP face of an app.
+type server struct {
+	app *app
+	mcp *mcp.Server
+	log *slog.Logger
+
+	mu   sync.Mutex
+	subs map[string]int // subscribed URIs, counted over sessions
+
+	kick chan struct{} // asks for the instructions to be recomputed
+}
+
+const guide = `memory-mcp keeps what this team learned, decided and agreed, across sessions.
+- At the start of a task call memory_read with no key (pass query: the task) for the woven recall block.
+- Before writing, memory_search or memory_list to avoid duplicates.
+- Save durable facts and decisions as semantic, repeatable how-tos as procedural, task scratch as working; scope project unless it is true everywhere (system).
+- Never store secrets: they are refused.
+- At the end of a session, memory_capture with what was planned, what happened, rules the user stated and tool sequences that worked.`
+
+// instructionsBudget caps the initialize instructions, guide and index together.
+const instructionsBudget = 500
+
+func newServer(a *app, log *slog.Logger) *server {
+	srv := &server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1)}
+	srv.mcp = mcp.NewServer(&mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: version}, &mcp.ServerOptions{
+		Instructions:       guide,
+		Logger:             quieter(log),
+		SubscribeHandler:   srv.subscribe,
+		UnsubscribeHandler: srv.unsubscribe,
+	})
+	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors)
+	srv.addTools(srv.mcp)
+	srv.addResources(srv.mcp)
+	srv.addPrompts(srv.mcp)
+	return srv
+}
+
+// quieter is log for the SDK: its per-session chatter is debug detail to
+// us, so only its warnings and errors pass at the default level.
+func quieter(log *slog.Logger) *slog.Logger {
+	return slog.New(minLevel{log.Handler(), slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.WithGroup(n), h.min} }
+
+// recoverer turns a panic in any handler into an error for that request,
+// so one bad call never ends the session.
+func (srv *server) recoverer(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				srv.log.Error("panic in handler", "method", method, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				if method == "tools/call" {
+					r := &mcp.CallToolResult{}
+					r.SetError(fmt.Errorf("internal: the server hit a bug handling this call (%v); nothing was changed by the failed step", p))
+					res, err = r, nil
+					return
+				}
+				res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("internal error: %v", p)}
+			}
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// argumentErrors gives the SDK's own argument validation failures the
+// invalid_argument code every other bad argument gets.
+func (srv *server) argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError && len(r.Content) == 1 {
+			if t, ok := r.Content[0].(*mcp.TextContent); ok && !hasCode(t.Text) {
+				t.Text = "invalid_argument: " + t.Text
+			}
+		}
+		return res, err
+	}
+}
+
+func hasCode(s string) bool {
+	for _, c := range []memory.Code{memory.CodeInvalidArgument, memory.CodeNotFound, memory.CodeConflict,
+		memory.CodeSecretRejected, memory.CodeTooLarge, memory.CodeInternal} {
+		if strings.HasPrefix(s, string(c)+":") {
+			return true
+		}
+	}
+	return false
+}
+
+// instructions puts the index into the initialize result. The tokenizer
+// that caps it takes longer to load than initialize may wait, so the text
+// comes from the database, where a server saved it after its last change;
+// without one, the guide says how many memories there are.
+func (srv *server) instructions(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		switch r := res.(type) {
+		case *mcp.InitializeResult:
+			r.Instructions = srv.instructionsText(ctx)
+		case *mcp.DiscoverResult:
+			r.Instructions = srv.instructionsText(ctx)
+		}
+		return res, err
+	}
+}
+
+const instructionsCache = "instructions"
+
+func (srv *server) instructionsText(ctx context.Context) string {
+	if text, ok, err := srv.app.store.Cached(ctx, srv.app.cfg.Project, instructionsCache); err == nil && ok {
+		return text
+	}
+	n, err := srv.app.store.CountAll(ctx, srv.app.cfg.Project)
+	if err != nil || n == 0 {
+		return guide
+	}
+	return fmt.Sprintf("%s\n\nThis project has %d memories: read memory://index for the list.", guide, n)
+}
+
+// refreshInstructions recomputes the capped instructions once the
+// tokenizer is loaded and saves them for the next initialize.
+func (srv *server) refreshInstructions(ctx context.Context) {
+	if !srv.app.weaver.Ready() {
+		return
+	}
+	recs, err := srv.app.store.Index(ctx, srv.app.cfg.Project, indexRowsAtInit)
+	if err != nil {
+		srv.log.Warn("index for instructions", "err", err)
+		return
+	}
+	total, err := srv.app.store.CountAll(ctx, srv.app.cfg.Project)
+	if err != nil {
+		srv.log.Warn("index for instructions", "err", err)
+		return
+	}
+	text := guide
+	budget := instructionsBudget - srv.app.weaver.Count(guide+"\n\n")
+	if idx, _ := srv.app.weaver.Index(recs, budget, total-len(recs)); idx != "" {
+		text = guide + "\n\n" + idx
+	}
+	if err := srv.app.store.SetCached(ctx, srv.app.cfg.Project, instructionsCache, text); err != nil {
+		srv.log.Warn("save instructions", "err", err)
+	}
+}
+
+// instructionsLoop loads the tokenizer, then keeps the saved instructions
+// current, one refresh at a time however many changes ask for one.
+func (srv *server) instructionsLoop(ctx context.Context) {
+	srv.app.weaver.Preload()
+	for {
+		srv.refreshInstructions(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-srv.kick:
+		}
+	}
+}
+
+// indexRowsAtInit bounds the rows read for the instructions' index: no more
+// than this fit in its token cap.
+const indexRowsAtInit = 120
+
+func (srv *server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
+	srv.mu.Lock()
+	srv.subs[req.Params.URI]++
+	srv.mu.Unlock()
+	return nil
+}
+
+func (srv *server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	srv.mu.Lock()
+	if srv.subs[req.Params.URI]--; srv.subs[req.Params.URI] <= 0 {
+		delete(srv.subs, req.Params.URI)
+	}
+	srv.mu.Unlock()
+	return nil
+}
+
+// changed tells subscribers of the index, the recall block and the record
+// that they may read something new.
+func (srv *server) changed(ctx context.Context, recs ...memory.Record) {
+	uris := []string{"memory://index", "memory://recall"}
+	for _, r := range recs {
+		uris = append(uris, recordURI(r))
+	}
+	srv.mu.Lock()
+	var send []string
+	for _, u := range uris {
+		if srv.subs[u] > 0 {
+			send = append(send, u)
+		}
+	}
+	srv.mu.Unlock()
+	select {
+	case srv.kick <- struct{}{}:
+	default: // a refresh is due already
+	}
+	for _, u := range send {
+		if err := srv.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: u}); err != nil {
+			srv.log.Warn("notify", "uri", u, "err", err)
+		}
+	}
+}
+
+// purgeLoop deletes expired records now and then; reads already hide them.
+func (srv *server) purgeLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := srv.app.purge(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				srv.log.Warn("purge", "err", err)
+			} else if n > 0 {
+				srv.log.Info("purged expired records", "count", n)
+			}
+		}
+	}
+}
+
+func (srv *server) addResources(s *mcp.Server) {
+	s.AddResource(&mcp.Resource{
+		URI: "memory://index", Name: "index", Title: "Memory index", MIMEType: "text/markdown",
+		Description: "A markdown table of every effective memory: key, description, type, scope.",
+	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		if _, err := srv.sync(ctx); err != nil {
+			return nil, resourceError(err)
+		}
+		recs, err := srv.app.store.Index(ctx, srv.app.cfg.Project, 0)
+		if err != nil {
+			return nil, resourceError(err)
+		}
+		md, _ := srv.app.weaver.Index(recs, 0, 0)
+		return markdown(req.Params.URI, md), nil
+	})
+	s.AddResource(&mcp.Resource{
+		URI: "memory://recall", Name: "recall", Title: "Recall block", MIMEType: "text/markdown",
+		Description: "The woven recall block: the project's most useful facts and procedures within the token budget.",
+	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		if _, err := srv.sync(ctx); err != nil {
+			return nil, resourceError(err)
+		}
+		b, err := srv.app.recall(ctx, "", nil, 0)
+		if err != nil {
+			return nil, resourceError(err)
+		}
+		return markdown(req.Params.URI, b.Markdown), nil
+	})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: "memory://{scope}/{type}/{key}", Name: "record", Title: "One memory", MIMEType: "text/markdown",
+		Description: "One memory in full, at exactly that scope, type and key.",
+	}, func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		uri := req.Params.URI
+		rest, ok := strings.CutPrefix(uri, "memory://")
+		parts := strings.Split(rest, "/")
+		if !ok || len(parts) != 3 {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
+		l, err := scope.Parse(parts[0])
+		if err != nil {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
+		t, err := memory.ParseType("type", parts[1])
+		if err != nil {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
+		if _, err := srv.sync(ctx); err != nil {
+			return nil, resourceError(err)
+		}
+		rec, err := srv.app.store.Get(ctx, srv.app.cfg.Project, memory.Selector{Key: parts[2], Type: t, Scope: &l})
+		if errors.Is(err, memory.ErrNotFound) || errors.Is(err, memory.ErrInvalidArgument) {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
+		if err != nil {
+			return nil, resourceError(err)
+		}
+		return markdown(uri, recordText(rec)), nil
+	})
+}
+
+func markdown(uri, text string) *mcp.ReadResourceResult {
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/markdown", Text: text}}}
+}
+
+// resourceError gives a resource failure a JSON-RPC code; a plain error
+// would go out as code 0.
+func resourceError(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: toolError(err).Error()}
+}
+
+func (srv *server) addPrompts(s *mcp.Server) {
+	s.AddPrompt(&mcp.Prompt{
+		Name: "recall", Title: "Recall project memory",
+		Description: "The woven recall block of this project's facts and procedures, ready to read before a task.",
+		Arguments: []*mcp.PromptArgument{
+			{Name: "query", Description: "what the task is about; relevant memories come first"},
+			{Name: "max_tokens", Description: "token budget (default 1500)"},
+		},
+	}, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		max := 0
+		if v := req.Params.Arguments["max_tokens"]; v != "" {
+			if _, err := fmt.Sscan(v, &max); err != nil || max < 0 {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid_argument: max_tokens must be a whole number"}
+			}
+		}
+		if _, err := srv.sync(ctx); err != nil {
+			return nil, resourceError(err)
+		}
+		b, err := srv.app.recall(ctx, req.Params.Arguments["query"], nil, max)
+		if err != nil {
+			return nil, resourceError(err)
+		}
+		text := b.Markdown
+		if text == "" {
+			text = "No project memory yet."
+		}
+		return &mcp.GetPromptResult{
+			Description: "Project memory",
+			Messages:    []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: text}}},
+		}, nil
+	})
+}
+
+// sync brings in the markdown files and tells subscribers when that changed
+// anything.
+func (srv *server) sync(ctx context.Context) (mirror.Report, error) {
+	rep, err := srv.app.sync(ctx)
+	if err == nil && len(rep.Imported)+len(rep.Renamed)+len(rep.Deleted) > 0 {
+		srv.changed(ctx)
+	}
+	return rep, err
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxLine is the longest input line accepted; longer ones are answered
+// with an error and skipped.
+const maxLine = 16 << 20
+
+// serveStdio runs s over in and out. Input is read line by line here, not by
+// the SDK, because one malformed line would end the SDK's session: lines that
+// are not JSON-RPC are answered with an error and dropped, the rest go on.
+// When in ends, it waits for answers to requests already received.
+func serveStdio(ctx context.Context, s *mcp.Server, in io.Reader, out io.Writer, log *slog.Logger) error {
+	pr, pw := io.Pipe()
+	w := &frameWriter{w: out, pending: map[string]bool{}}
+	go func() {
+		err := filterLines(in, pw, w, log)
+		w.drain(10 * time.Second)
+		pw.CloseWithError(err)
+	}()
+	err := s.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: w})
+	pr.Close()
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
+		return nil
+	}
+	return err
+}
+
+// envelope is just enough of a JSON-RPC message to judge it.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  *string         `json:"method"`
+	Result  json.RawMessage `json:"result"`
+	Error   json.RawMessage `json:"error"`
+}
+
+func filterLines(in io.Reader, pw io.Writer, w *frameWriter, log *slog.Logger) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong && len(line)+len(chunk) > maxLine+1 {
+			tooLong, line = true, nil
+		}
+		if !tooLong {
+			line = append(line, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong {
+			log.Warn("dropped an input line over the size limit", "limit", maxLine)
+			w.errorReply(nil, -32600, "Invalid Request: message larger than 16 MiB")
+		} else if werr := forward(bytes.TrimRight(line, "\r\n"), pw, w, log); werr != nil {
+			return werr
+		}
+		line, tooLong = line[:0], false
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil
+	}
+	if !utf8.Valid(line) || !json.Valid(line) {
+		log.Warn("dropped an input line that is not JSON", "bytes", len(line))
+		w.errorReply(nil, -32700, "Parse error")
+		return nil
+	}
+	var env envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		log.Warn("dropped an input line that is not a JSON-RPC object", "bytes", len(line))
+		w.errorReply(nil, -32600, "Invalid Request: want one JSON-RPC 2.0 object per line")
+		return nil
+	}
+	id := env.ID
+	if len(id) > 0 && !validID(id) {
+		id = nil
+	}
+	if env.JSONRPC != "2.0" || (env.Method == nil && env.Result == nil && env.Error == nil) || (len(env.ID) > 0 && id == nil) {
+		log.Warn("dropped an input line that is not JSON-RPC 2.0", "bytes", len(line))
+		w.errorReply(id, -32600, "Invalid Request")
+		return nil
+	}
+	if env.Method != nil && len(id) > 0 && string(id) != "null" {
+		w.expect(id)
+	}
+	// line aliases the reader's buffer only until the next read; the pipe
+	// write completes before that.
+	if _, err := pw.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	return nil
+}
+
+// validID holds for the ids JSON-RPC allows: a string, a number or null.
+func validID(raw json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case string, float64, nil:
+		return true
+	}
+	return false
+}
+
+// frameWriter serialises every frame written to stdout, the SDK's and the
+// filter's own, and tracks which requests still await an answer.
+type frameWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	pending map[string]bool
+	idle    chan struct{}
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var env envelope
+	if json.Unmarshal(bytes.TrimSpace(p), &env) == nil && env.Method == nil && len(env.ID) > 0 {
+		delete(f.pending, canonicalID(env.ID))
+		if len(f.pending) == 0 && f.idle != nil {
+			close(f.idle)
+			f.idle = nil
+		}
+	}
+	return f.w.Write(p)
+}
+
+func (f *frameWriter) Close() error { return nil }
+
+func (f *frameWriter) expect(id json.RawMessage) {
+	f.mu.Lock()
+	f.pending[canonicalID(id)] = true
+	f.mu.Unlock()
+}
+
+// drain waits until every request received has been answered, or timeout.
+func (f *frameWriter) drain(timeout time.Duration) {
+	f.mu.Lock()
+	if len(f.pending) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	f.idle = ch
+	f.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(timeout):
+	}
+}
+
+func canonicalID(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func (f *frameWriter) errorReply(id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, msg}})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.w.Write(append(b, '\n'))
+}

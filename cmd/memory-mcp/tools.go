@@ -1,0 +1,545 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+)
+
+var (
+	typeEnum  = []any{"working", "episodic", "semantic", "procedural"}
+	scopeEnum = []any{"project", "workspace", "tenant", "system"}
+)
+
+// schemaFor infers T's schema and lets edit add enums, bounds and
+// descriptions that struct tags cannot carry.
+func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(err) // a programming error in a type below
+	}
+	if edit != nil {
+		edit(s.Properties)
+	}
+	return s
+}
+
+func describe(props map[string]*jsonschema.Schema, descs map[string]string) {
+	for k, d := range descs {
+		if p, ok := props[k]; ok {
+			p.Description = d
+		}
+	}
+}
+
+func enum(p *jsonschema.Schema, vals []any) {
+	if p.Type == "array" && p.Items != nil {
+		p.Items.Enum = vals
+		return
+	}
+	p.Enum = vals
+}
+
+var fieldDocs = map[string]string{
+	"type":        "working (scratch for this task, expires in 24h), episodic (what happened in a session, 30 days), semantic (a durable fact), procedural (a repeatable how-to)",
+	"key":         "slug naming the record: lower-case letters, digits, '.', '_', '-'; spaces become '-'",
+	"id":          "the record's id, instead of key",
+	"body":        "markdown; at most 64 KiB",
+	"description": "one line shown in lists and the index",
+	"scope":       "project (this workspace only; the default), workspace, tenant or system (every project on this machine); the narrowest wins for the same type and key",
+	"tags":        "short labels",
+	"confidence":  "0..1, how sure this fact is; default 0.5",
+	"ttl_seconds": "expire after this many seconds; default by type",
+	"session_id":  "the agent session this came from",
+	"metadata":    "string to string map",
+}
+
+type writeIn struct {
+	Type        string            `json:"type"`
+	Key         string            `json:"key"`
+	Body        string            `json:"body"`
+	Description string            `json:"description,omitempty"`
+	Scope       string            `json:"scope,omitempty"`
+	Tags        []string          `json:"tags,omitempty"`
+	Confidence  *float64          `json:"confidence,omitempty"`
+	TTLSeconds  *int64            `json:"ttl_seconds,omitempty"`
+	SessionID   string            `json:"session_id,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+type writeOut struct {
+	Record   recordView `json:"record"`
+	Created  bool       `json:"created"`
+	Problems []problem  `json:"problems,omitempty"`
+}
+
+type updateIn struct {
+	Key         string             `json:"key,omitempty"`
+	ID          string             `json:"id,omitempty"`
+	Type        string             `json:"type,omitempty"`
+	Scope       string             `json:"scope,omitempty"`
+	Body        *string            `json:"body,omitempty"`
+	Description *string            `json:"description,omitempty"`
+	Tags        *[]string          `json:"tags,omitempty"`
+	Confidence  *float64           `json:"confidence,omitempty"`
+	TTLSeconds  *int64             `json:"ttl_seconds,omitempty"`
+	Metadata    *map[string]string `json:"metadata,omitempty"`
+}
+
+type recordOut struct {
+	Record   recordView `json:"record"`
+	Problems []problem  `json:"problems,omitempty"`
+}
+
+type selectIn struct {
+	Key   string `json:"key,omitempty"`
+	ID    string `json:"id,omitempty"`
+	Type  string `json:"type,omitempty"`
+	Scope string `json:"scope,omitempty"`
+}
+
+type deleteOut struct {
+	Deleted  recordView `json:"deleted"`
+	Problems []problem  `json:"problems,omitempty"`
+}
+
+type readIn struct {
+	Key       string   `json:"key,omitempty"`
+	ID        string   `json:"id,omitempty"`
+	Type      string   `json:"type,omitempty"`
+	Scope     string   `json:"scope,omitempty"`
+	Query     string   `json:"query,omitempty"`
+	Types     []string `json:"types,omitempty"`
+	MaxTokens int      `json:"max_tokens,omitempty"`
+}
+
+type readOut struct {
+	Record   *recordView `json:"record,omitempty"`
+	Block    string      `json:"block,omitempty"`
+	Tokens   int         `json:"tokens"`
+	Included []string    `json:"included,omitempty"`
+	Omitted  int         `json:"omitted"`
+	Problems []problem   `json:"problems,omitempty"`
+}
+
+type listIn struct {
+	Type   string `json:"type,omitempty"`
+	Scope  string `json:"scope,omitempty"`
+	Tag    string `json:"tag,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+}
+
+type listOut struct {
+	Records    []listRow `json:"records"`
+	NextCursor string    `json:"next_cursor,omitempty"`
+	Problems   []problem `json:"problems,omitempty"`
+}
+
+type searchIn struct {
+	Query    string   `json:"query"`
+	Type     string   `json:"type,omitempty"`
+	Scope    string   `json:"scope,omitempty"`
+	Tags     []string `json:"tags,omitempty"`
+	Since    string   `json:"since,omitempty"`
+	Limit    int      `json:"limit,omitempty"`
+	MinScore float64  `json:"min_score,omitempty"`
+}
+
+type searchHit struct {
+	ID          string  `json:"id"`
+	Key         string  `json:"key"`
+	Type        string  `json:"type"`
+	Scope       string  `json:"scope"`
+	Description string  `json:"description"`
+	Score       float64 `json:"score"`
+	Preview     string  `json:"preview"`
+}
+
+type searchOut struct {
+	Results  []searchHit `json:"results"`
+	Problems []problem   `json:"problems,omitempty"`
+}
+
+func boolp(b bool) *bool { return &b }
+
+// addTools registers every tool on s.
+func (srv *server) addTools(s *mcp.Server) {
+	selDocs := func(p map[string]*jsonschema.Schema) {
+		describe(p, fieldDocs)
+		enum(p["type"], typeEnum)
+		enum(p["scope"], scopeEnum)
+	}
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "memory_write",
+		Title: "Remember something",
+		Description: `Store a memory, or replace the one with the same scope, type and key. Use it when you learn something worth keeping past this conversation.
+Pick the type: semantic for a durable fact or decision ("we deploy with make release"), procedural for a repeatable how-to (numbered steps or commands), working for scratch notes about the current task (gone in 24h), episodic for what happened in a session.
+Pick the scope: project (default) for this repository only; system for something true on every project of this machine (a personal preference); workspace and tenant sit between. Project facts are mirrored to .prometheus/memories/<key>.md for review.
+Never store secrets: values that look like API keys, tokens or passwords are refused.
+Example: {"type":"semantic","key":"test-runner","description":"How tests are run","body":"Run make test; it sets up the fixtures.","tags":["testing"]}`,
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
+		InputSchema: schemaFor[writeIn](func(p map[string]*jsonschema.Schema) {
+			selDocs(p)
+			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
+			p["ttl_seconds"].Minimum = ptr(1.0)
+		}),
+	}, wrap(srv.write))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "memory_update",
+		Title: "Change a memory",
+		Description: `Change some fields of an existing memory, found by key (resolved through the scope chain: the narrowest scope wins) or by id. Fields you leave out stay as they are. Fails with not_found if there is no such memory; use memory_write to create one.
+Example: {"key":"test-runner","body":"Run make test-all; make test skips the slow suite.","confidence":0.9}`,
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
+		InputSchema: schemaFor[updateIn](func(p map[string]*jsonschema.Schema) {
+			selDocs(p)
+			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
+			p["ttl_seconds"].Minimum = ptr(1.0)
+		}),
+	}, wrap(srv.update))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "memory_delete",
+		Title: "Forget a memory",
+		Description: `Delete a memory by key or id. Without a scope it deletes the effective one (the narrowest), so a broader memory with the same key shows again. Use it when a memory is wrong or obsolete.
+Example: {"key":"test-runner","type":"semantic"}`,
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(false)},
+		InputSchema: schemaFor[selectIn](selDocs),
+	}, wrap(srv.delete))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "memory_read",
+		Title: "Read memory",
+		Description: `Two uses. With a key or id: that memory in full, resolved through the scope chain (project beats workspace beats tenant beats system). Without: a compact markdown recall block of the most useful facts and procedures for this project, within a token budget — call it at the start of a task; pass query to put what is relevant to the task first.
+Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens":800}`,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
+		InputSchema: schemaFor[readIn](func(p map[string]*jsonschema.Schema) {
+			selDocs(p)
+			enum(p["types"], typeEnum)
+			p["types"].Description = "types woven into the recall block: semantic and procedural (the default)"
+			p["query"].Description = "what the current task is about; relevant memories come first in the block"
+			p["max_tokens"].Description = "token budget of the recall block (default 1500)"
+			p["max_tokens"].Minimum = ptr(0.0)
+		}),
+	}, wrap(srv.read))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "memory_list",
+		Title: "List memories",
+		Description: `List the effective memories (narrowest scope wins) with their key, type, scope, description and tags — never bodies. Page with cursor. Use it to see what is known before writing a duplicate.
+Example: {"type":"semantic","limit":20}`,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
+		InputSchema: schemaFor[listIn](func(p map[string]*jsonschema.Schema) {
+			selDocs(p)
+			p["tag"].Description = "only memories carrying this tag"
+			p["limit"].Description = "rows per page, default 50, at most 500"
+			p["limit"].Minimum, p["limit"].Maximum = ptr(0.0), ptr(500.0)
+			p["cursor"].Description = "next_cursor from the previous page"
+		}),
+	}, wrap(srv.list))
+	mcp.AddTool(s, &mcp.Tool{
+		Name:  "memory_search",
+		Title: "Search memories",
+		Description: `Full-text search over key, description, body and tags, in plain words: any word can match, stemmed, and memories sharing the most rare words with the query rank first (BM25; score 0..1). Returns previews; read one in full with memory_read.
+Example: {"query":"how do we run the integration tests","type":"procedural","limit":5}`,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
+		InputSchema: schemaFor[searchIn](func(p map[string]*jsonschema.Schema) {
+			selDocs(p)
+			p["query"].Description = "natural-language query"
+			p["tags"].Description = "only memories carrying all these tags"
+			p["since"].Description = "only memories updated at or after this RFC 3339 time"
+			p["limit"].Description = "results, default 10, at most 100"
+			p["limit"].Minimum, p["limit"].Maximum = ptr(0.0), ptr(100.0)
+			p["min_score"].Description = "drop results scoring below this (0..1)"
+			p["min_score"].Minimum, p["min_score"].Maximum = ptr(0.0), ptr(1.0)
+		}),
+	}, wrap(srv.search))
+	srv.addCaptureTool(s)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ttl(sec *int64) *time.Duration {
+	if sec == nil {
+		return nil
+	}
+	if *sec <= 0 {
+		d := time.Duration(0)
+		return &d
+	}
+	d := time.Duration(*sec) * time.Second
+	return &d
+}
+
+func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, error) {
+	rep, err := srv.sync(ctx)
+	if err != nil {
+		return "", writeOut{}, err
+	}
+	sc := scope.Project
+	if in.Scope != "" {
+		l, err := parseScope("scope", in.Scope)
+		if err != nil {
+			return "", writeOut{}, err
+		}
+		sc = *l
+	}
+	t, err := memory.ParseType("type", in.Type)
+	if err != nil {
+		return "", writeOut{}, err
+	}
+	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
+		return "", writeOut{}, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be positive")
+	}
+	rec, created, err := srv.app.store.Put(ctx, srv.app.proj, memory.Write{
+		Scope: sc, Type: t, Key: in.Key, Description: in.Description, Body: in.Body, Tags: in.Tags,
+		Confidence: in.Confidence, TTL: ttl(in.TTLSeconds), SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
+	})
+	if err != nil {
+		return "", writeOut{}, err
+	}
+	srv.changed(ctx, rec)
+	v := view(rec)
+	v.Body = ""
+	verb := "Updated"
+	if created {
+		verb = "Stored"
+	}
+	ps := problems(rep)
+	return fmt.Sprintf("%s %s %s %q (id %s).%s", verb, rec.Scope, rec.Type, rec.Key, rec.ID, problemsText(ps)), writeOut{Record: v, Created: created, Problems: ps}, nil
+}
+
+func selector(in selectIn) (memory.Selector, error) {
+	if in.ID == "" && in.Key == "" {
+		return memory.Selector{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required")
+	}
+	if in.ID != "" && in.Key != "" {
+		return memory.Selector{}, memory.Errorf(memory.CodeInvalidArgument, "id", "and key are exclusive; give one")
+	}
+	t, err := parseType("type", in.Type)
+	if err != nil {
+		return memory.Selector{}, err
+	}
+	sc, err := parseScope("scope", in.Scope)
+	if err != nil {
+		return memory.Selector{}, err
+	}
+	return memory.Selector{ID: in.ID, Key: in.Key, Type: t, Scope: sc}, nil
+}
+
+func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, error) {
+	rep, err := srv.sync(ctx)
+	if err != nil {
+		return "", recordOut{}, err
+	}
+	sel, err := selector(selectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
+	if err != nil {
+		return "", recordOut{}, err
+	}
+	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
+		return "", recordOut{}, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be positive")
+	}
+	rec, err := srv.app.store.Update(ctx, srv.app.proj, sel, memory.Patch{
+		Body: in.Body, Description: in.Description, Tags: in.Tags, Confidence: in.Confidence,
+		TTL: ttl(in.TTLSeconds), Metadata: in.Metadata,
+	})
+	if err != nil {
+		return "", recordOut{}, err
+	}
+	srv.changed(ctx, rec)
+	ps := problems(rep)
+	return fmt.Sprintf("Updated %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), recordOut{Record: view(rec), Problems: ps}, nil
+}
+
+func (srv *server) delete(ctx context.Context, in selectIn) (string, deleteOut, error) {
+	rep, err := srv.sync(ctx)
+	if err != nil {
+		return "", deleteOut{}, err
+	}
+	sel, err := selector(in)
+	if err != nil {
+		return "", deleteOut{}, err
+	}
+	rec, err := srv.app.store.Delete(ctx, srv.app.proj, sel)
+	if err != nil {
+		return "", deleteOut{}, err
+	}
+	srv.changed(ctx, rec)
+	ps := problems(rep)
+	return fmt.Sprintf("Deleted %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), deleteOut{Deleted: view(rec), Problems: ps}, nil
+}
+
+func (srv *server) read(ctx context.Context, in readIn) (string, readOut, error) {
+	rep, err := srv.sync(ctx)
+	if err != nil {
+		return "", readOut{}, err
+	}
+	ps := problems(rep)
+	if in.Key != "" || in.ID != "" {
+		if in.Query != "" || len(in.Types) > 0 || in.MaxTokens != 0 {
+			return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "types and max_tokens are for the recall block; leave them out when reading by key or id")
+		}
+		sel, err := selector(selectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
+		if err != nil {
+			return "", readOut{}, err
+		}
+		rec, err := srv.app.store.Get(ctx, srv.app.cfg.Project, sel)
+		if err != nil {
+			return "", readOut{}, err
+		}
+		v := view(rec)
+		return recordText(rec) + problemsText(ps), readOut{Record: &v, Problems: ps}, nil
+	}
+	if in.Type != "" || in.Scope != "" {
+		return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required with type or scope; for the recall block use types")
+	}
+	if in.MaxTokens < 0 {
+		return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "max_tokens", "must not be negative")
+	}
+	var types []memory.Type
+	for i, s := range in.Types {
+		t, err := memory.ParseType(fmt.Sprintf("types[%d]", i), s)
+		if err != nil {
+			return "", readOut{}, err
+		}
+		types = append(types, t)
+	}
+	b, err := srv.app.recall(ctx, in.Query, types, in.MaxTokens)
+	if err != nil {
+		return "", readOut{}, err
+	}
+	text := b.Markdown
+	if text == "" {
+		text = "(no memories fit: the project has none yet, or the budget is too small)"
+	}
+	return text + problemsText(ps), readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
+}
+
+func recordText(r memory.Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s", r.Key)
+	if r.Description != "" {
+		fmt.Fprintf(&b, " — %s", r.Description)
+	}
+	fmt.Fprintf(&b, "\n\n%s %s · confidence %.2g · id %s", r.Scope, r.Type, r.Confidence, r.ID)
+	if len(r.Tags) > 0 {
+		fmt.Fprintf(&b, " · tags: %s", strings.Join(r.Tags, ", "))
+	}
+	fmt.Fprintf(&b, "\n\n%s", strings.TrimRight(r.Body, "\n"))
+	return b.String()
+}
+
+func (srv *server) list(ctx context.Context, in listIn) (string, listOut, error) {
+	rep, err := srv.sync(ctx)
+	if err != nil {
+		return "", listOut{}, err
+	}
+	t, err := parseType("type", in.Type)
+	if err != nil {
+		return "", listOut{}, err
+	}
+	sc, err := parseScope("scope", in.Scope)
+	if err != nil {
+		return "", listOut{}, err
+	}
+	if in.Limit < 0 || in.Limit > 500 {
+		return "", listOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 500")
+	}
+	rs, next, err := srv.app.store.List(ctx, srv.app.cfg.Project, memory.ListOptions{Type: t, Scope: sc, Tag: in.Tag, Limit: in.Limit, Cursor: in.Cursor})
+	if err != nil {
+		return "", listOut{}, err
+	}
+	out := listOut{Records: make([]listRow, 0, len(rs)), NextCursor: next, Problems: problems(rep)}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d memories", len(rs))
+	if next != "" {
+		b.WriteString(" (more: pass next_cursor)")
+	}
+	b.WriteString("\n")
+	for _, r := range rs {
+		out.Records = append(out.Records, row(r))
+		fmt.Fprintf(&b, "- %s [%s, %s]", r.Key, r.Type, r.Scope)
+		if r.Description != "" {
+			fmt.Fprintf(&b, ": %s", r.Description)
+		}
+		b.WriteString("\n")
+	}
+	return b.String() + problemsText(out.Problems), out, nil
+}
+
+func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, error) {
+	rep, err := srv.sync(ctx)
+	if err != nil {
+		return "", searchOut{}, err
+	}
+	t, err := parseType("type", in.Type)
+	if err != nil {
+		return "", searchOut{}, err
+	}
+	sc, err := parseScope("scope", in.Scope)
+	if err != nil {
+		return "", searchOut{}, err
+	}
+	if strings.TrimSpace(in.Query) == "" {
+		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "is empty")
+	}
+	if in.Limit < 0 || in.Limit > 100 {
+		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 100")
+	}
+	if in.MinScore < 0 || in.MinScore > 1 {
+		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "min_score", "must be between 0 and 1")
+	}
+	var since time.Time
+	if in.Since != "" {
+		if since, err = time.Parse(time.RFC3339, in.Since); err != nil {
+			return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "since", "is not an RFC 3339 time (like 2026-01-02T15:04:05Z)")
+		}
+	}
+	hits, err := srv.app.store.Search(ctx, srv.app.cfg.Project, memory.SearchOptions{
+		Query: in.Query, Type: t, Scope: sc, Tags: in.Tags, Since: since, Limit: in.Limit, MinScore: in.MinScore,
+	})
+	if err != nil {
+		return "", searchOut{}, err
+	}
+	out := searchOut{Results: make([]searchHit, 0, len(hits)), Problems: problems(rep)}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d results for %q\n", len(hits), in.Query)
+	for _, h := range hits {
+		r := h.Record
+		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
+			Description: r.Description, Score: h.Score, Preview: h.Preview})
+		fmt.Fprintf(&b, "- %s [%s, %s] score %.2f: %s\n", r.Key, r.Type, r.Scope, h.Score, h.Preview)
+	}
+	return b.String() + problemsText(out.Problems), out, nil
+}
+
+// wrap adapts a handler returning (text, out, err) to the SDK: the text
+// becomes the readable content, out the structured content, and a domain
+// error a tool error whose text starts with its stable code.
+func wrap[In, Out any](h func(context.Context, In) (string, Out, error)) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		text, out, err := h(ctx, in)
+		if err != nil {
+			var zero Out
+			return nil, zero, toolError(err)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+	}
+}
+
+// toolError gives every failure a stable code at the start of its text.
+func toolError(err error) error {
+	var me *memory.Error
+	if errors.As(err, &me) {
+		return me
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("internal: cancelled: %v", err)
+	}
+	return fmt.Errorf("internal: %v", err)
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/mirror"
+	"prom.codes/memory-mcp/scope"
+)
+
+// recordView is a record as tools return it.
+type recordView struct {
+	ID             string            `json:"id"`
+	URI            string            `json:"uri"`
+	Scope          string            `json:"scope"`
+	Type           string            `json:"type"`
+	Key            string            `json:"key"`
+	Description    string            `json:"description"`
+	Body           string            `json:"body,omitempty"`
+	Tags           []string          `json:"tags"`
+	Confidence     float64           `json:"confidence"`
+	UseCount       int64             `json:"use_count"`
+	LastAccessedAt string            `json:"last_accessed_at,omitempty"`
+	CreatedAt      string            `json:"created_at,omitempty"`
+	UpdatedAt      string            `json:"updated_at"`
+	ExpiresAt      string            `json:"expires_at,omitempty"`
+	SessionID      string            `json:"session_id,omitempty"`
+	Source         string            `json:"source,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func optTime(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return rfc3339(*t)
+}
+
+func recordURI(r memory.Record) string {
+	return fmt.Sprintf("memory://%s/%s/%s", r.Scope, r.Type, r.Key)
+}
+
+func view(r memory.Record) recordView {
+	tags := r.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return recordView{
+		ID: r.ID, URI: recordURI(r), Scope: r.Scope.String(), Type: string(r.Type), Key: r.Key,
+		Description: r.Description, Body: r.Body, Tags: tags, Confidence: r.Confidence, UseCount: r.UseCount,
+		LastAccessedAt: optTime(r.LastAccessedAt), CreatedAt: rfc3339(r.CreatedAt), UpdatedAt: rfc3339(r.UpdatedAt),
+		ExpiresAt: optTime(r.ExpiresAt), SessionID: r.SessionID, Source: string(r.Source), Metadata: r.Metadata,
+	}
+}
+
+// listRow is one row of memory_list: never a body.
+type listRow struct {
+	ID             string   `json:"id"`
+	Key            string   `json:"key"`
+	Type           string   `json:"type"`
+	Scope          string   `json:"scope"`
+	Description    string   `json:"description"`
+	Tags           []string `json:"tags"`
+	Confidence     float64  `json:"confidence"`
+	UseCount       int64    `json:"use_count"`
+	LastAccessedAt string   `json:"last_accessed_at,omitempty"`
+	UpdatedAt      string   `json:"updated_at"`
+}
+
+func row(r memory.Record) listRow {
+	v := view(r)
+	return listRow{ID: v.ID, Key: v.Key, Type: v.Type, Scope: v.Scope, Description: v.Description, Tags: v.Tags,
+		Confidence: v.Confidence, UseCount: v.UseCount, LastAccessedAt: v.LastAccessedAt, UpdatedAt: v.UpdatedAt}
+}
+
+// problem is a markdown file the server could not accept.
+type problem struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+func problems(rep mirror.Report) []problem {
+	var out []problem
+	for _, p := range rep.Problems {
+		out = append(out, problem{Path: p.Path, Reason: p.Reason})
+	}
+	return out
+}
+
+// problemsText is appended to a tool's text when files were refused.
+func problemsText(ps []problem) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n\nMarkdown files not accepted (left untouched; fix them and they are picked up on the next call):\n")
+	for _, p := range ps {
+		fmt.Fprintf(&b, "- %s: %s\n", p.Path, p.Reason)
+	}
+	return b.String()
+}
+
+func parseScope(field, s string) (*scope.Level, error) {
+	if s == "" {
+		return nil, nil
+	}
+	l, err := scope.Parse(s)
+	if err != nil {
+		return nil, memory.Errorf(memory.CodeInvalidArgument, field, "is unknown: %q (want project, workspace, tenant or system)", s)
+	}
+	return &l, nil
+}
+
+func parseType(field, s string) (memory.Type, error) {
+	if s == "" {
+		return "", nil
+	}
+	return memory.ParseType(field, s)
+}

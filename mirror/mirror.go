@@ -1,0 +1,379 @@
+// Package mirror keeps a workspace's project facts and procedures as
+// markdown files under <root>/.prometheus/memories, one <key>.md each, so
+// engineers can read, review and edit them in pull requests. The files are
+// canonical: Sync imports what changed on disk before the server reads or
+// writes, and the store writes through Dir whenever a mirrored record
+// changes.
+//
+// A file is YAML front matter between "---" lines — id, type, description,
+// confidence, tags, created, updated, in that order, then metadata when the
+// record has any — a blank line and the body:
+//
+//	---
+//	id: "01JNB4Z8Q0M7V3K2D5T6R9WXYA"
+//	type: semantic
+//	description: "Tests run with make test"
+//	confidence: 0.8
+//	tags: ["testing"]
+//	created: 2025-02-10T14:30:00Z
+//	updated: 2025-02-11T09:00:00Z
+//	---
+//
+//	Run `make test`, not `go test`.
+//
+// Encode writes that YAML itself, strings double-quoted, so a record always
+// gives the same bytes. Volatile fields never reach a file. A hand-written
+// file may leave out any field, or the front matter altogether.
+//
+// It owns the file format (Encode, Decode) and every file operation on the
+// directory. It imports memory and scope, plus frontmatter, yaml.v2 and
+// goldmark for parsing; nothing imports it but the server.
+package mirror
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"prom.codes/memory-mcp/memory"
+)
+
+// relDir is where the files live, relative to the workspace root.
+const relDir = ".prometheus/memories"
+
+// Dir is one workspace's memories directory. It implements memory.Mirror.
+// It is safe for concurrent use; Syncs of one Dir run one at a time.
+type Dir struct {
+	root     string // the workspace root as given, clean and absolute
+	realRoot string // root with symlinks resolved
+	path     string // root/.prometheus/memories
+
+	syncMu sync.Mutex // one Sync at a time: a second one would redo the same work
+
+	mu         sync.Mutex
+	log        *slog.Logger
+	problems   map[string]problemSeen // by stem: last problem reported, to log it once
+	exportedAt time.Time              // last check for records without a file
+}
+
+// problemSeen remembers a file Sync could not accept. Decode failures
+// depend only on the bytes, so while size and mtime stay the same the file
+// is not read again.
+type problemSeen struct {
+	size, mtime int64
+	reason      string
+	decode      bool // the reason came from Decode (or the stat), not the store
+}
+
+// Open prepares root/.prometheus/memories, root being the absolute
+// workspace root. The directory is not created until a file is written. It
+// returns an error when root is not an absolute existing directory, or when
+// .prometheus or .prometheus/memories is a symlink leading outside root (or
+// nowhere), or is not a directory.
+func Open(root string) (*Dir, error) {
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("open mirror: workspace root %q is not absolute", root)
+	}
+	root = filepath.Clean(root)
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, fmt.Errorf("open mirror: workspace root: %w", err)
+	}
+	d := &Dir{
+		root: root, realRoot: real, path: filepath.Join(root, filepath.FromSlash(relDir)),
+		log: slog.New(slog.DiscardHandler), problems: map[string]problemSeen{},
+	}
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Path returns the memories directory, root/.prometheus/memories.
+func (d *Dir) Path() string { return d.path }
+
+// SetLogger sends the mirror's reports (files refused, imported, deleted)
+// to l; the default discards them. A log line names a file and a reason,
+// never a value from the file.
+func (d *Dir) SetLogger(l *slog.Logger) {
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	d.mu.Lock()
+	d.log = l
+	d.mu.Unlock()
+}
+
+func (d *Dir) logger() *slog.Logger {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log
+}
+
+// check refuses a .prometheus or .prometheus/memories that is a symlink
+// leading outside the workspace: following it would let a checked-out
+// repository make the server read or write anywhere the user can. Symlinks
+// that stay inside the workspace are fine. It runs before every Sync and
+// Write, since the tree can change under a running server.
+//
+// Its errors never match fs.ErrNotExist: to Sync that means "no directory,
+// so no memories", and a dangling link or a vanished workspace must not
+// delete every record.
+func (d *Dir) check() error {
+	if _, err := os.Stat(d.root); err != nil {
+		return fmt.Errorf("workspace root %s: %v", d.root, err)
+	}
+	p := d.root
+	for _, name := range strings.Split(relDir, "/") {
+		p = filepath.Join(p, name)
+		rel := d.rel(p)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("check %s: %v", rel, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return fmt.Errorf("%s is a symlink that does not resolve; refusing to use it for memories: %v", rel, err)
+			}
+			if !within(d.realRoot, target) {
+				return fmt.Errorf("%s is a symlink to %s, outside the workspace %s; refusing to read or write memories there", rel, target, d.root)
+			}
+			if fi, err = os.Stat(target); err != nil {
+				return fmt.Errorf("check %s: %v", rel, err)
+			}
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", rel)
+		}
+	}
+	return nil
+}
+
+// within reports whether path is root or lies beneath it.
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// rel is p relative to the workspace root, slash-separated, for messages.
+func (d *Dir) rel(p string) string {
+	r, err := filepath.Rel(d.root, p)
+	if err != nil {
+		return p
+	}
+	return filepath.ToSlash(r)
+}
+
+// relFile is the path of stem's file as a Problem reports it.
+func relFile(name string) string { return relDir + "/" + name }
+
+// fileName checks key and returns its file name. Keys reaching the mirror
+// were normalised by the store already; this is the last line of defence
+// against a name that would leave the directory.
+func fileName(key string) (string, error) {
+	k, err := memory.NormalizeKey("key", key)
+	if err != nil || k != key || strings.ContainsAny(key, `/\`) {
+		return "", fmt.Errorf("key %q cannot name a file in %s", key, relDir)
+	}
+	return key + ".md", nil
+}
+
+// openRoot opens the memories directory as an os.Root, so that no file
+// operation below it can leave it even if a name or a symlink tries to.
+func (d *Dir) openRoot(create bool) (*os.Root, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	if create {
+		if err := os.MkdirAll(d.path, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", relDir, err)
+		}
+		// MkdirAll may have gone through a symlink created meanwhile.
+		if err := d.check(); err != nil {
+			return nil, err
+		}
+	}
+	r, err := os.OpenRoot(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", relDir, err)
+	}
+	return r, nil
+}
+
+// Write writes rec's file atomically (a temporary file in the same
+// directory, synced, then renamed over the old one) and returns what is on
+// disk. A file that already holds exactly these bytes is left alone, mtime
+// included. It creates the directory if needed. It returns an error for a
+// key that is not a normalised key, for an unsafe directory (see Open), for
+// an existing file that is not a regular file (a symlink is never written
+// through or replaced), and for any I/O failure.
+func (d *Dir) Write(rec memory.Record) (memory.FileState, error) {
+	name, err := fileName(rec.Key)
+	if err != nil {
+		return memory.FileState{}, err
+	}
+	data := Encode(rec)
+	r, err := d.openRoot(true)
+	if err != nil {
+		return memory.FileState{}, err
+	}
+	defer r.Close()
+
+	perm, keepPerm := fs.FileMode(0o644), false
+	if fi, err := r.Lstat(name); err == nil {
+		if !fi.Mode().IsRegular() {
+			return memory.FileState{}, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
+		}
+		perm, keepPerm = fi.Mode().Perm(), true
+		if fi.Size() == int64(len(data)) {
+			if cur, err := readRegular(r, name, fi); err == nil && bytes.Equal(cur, data) {
+				return state(rec.Key, fi, data), nil
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+
+	tmp, err := writeTemp(r, name, data, perm, keepPerm)
+	if err != nil {
+		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+	if err := r.Rename(tmp, name); err != nil {
+		r.Remove(tmp)
+		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+	syncDir(r)
+	fi, err := r.Lstat(name)
+	if err != nil {
+		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+	return state(rec.Key, fi, data), nil
+}
+
+// tempPrefix and tempSuffix frame the names of Write's temporary files: a
+// dotfile, so Sync never takes one for a memory.
+const (
+	tempPrefix = "."
+	tempSuffix = ".tmp"
+)
+
+// writeTemp writes data to a new temporary file beside name and returns
+// its name. A new file gets perm less the umask; with keepPerm it gets
+// exactly perm, the mode of the file it replaces.
+func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, error) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + tempSuffix
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		// Without the sync a crash after the rename can leave an empty file
+		// where the old one was.
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && keepPerm {
+		err = r.Chmod(tmp, perm)
+	}
+	if err != nil {
+		r.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// syncDir makes a rename durable. It is best effort: not every file system
+// can sync a directory, and the rename itself already happened.
+func syncDir(r *os.Root) {
+	if f, err := r.Open("."); err == nil {
+		f.Sync()
+		f.Close()
+	}
+}
+
+func state(stem string, fi fs.FileInfo, data []byte) memory.FileState {
+	return memory.FileState{Stem: stem, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Hash: hash(data)}
+}
+
+func hash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// readRegular reads name, which lstat said is the regular file fi. The
+// file opened must be that same file: if name was swapped for a symlink in
+// between, the read is refused rather than followed.
+func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
+	f, err := r.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	got, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !got.Mode().IsRegular() || !os.SameFile(fi, got) {
+		return nil, errors.New("the file changed while it was being read")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// Remove deletes key's file. A missing file (or directory) is not an error.
+// A symlink or other non-regular file in its place is left alone, with a
+// warning in the log: it was never the record's file. It returns an error
+// for a bad key, an unsafe directory or an I/O failure.
+func (d *Dir) Remove(key string) error {
+	name, err := fileName(key)
+	if err != nil {
+		return err
+	}
+	r, err := d.openRoot(false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	fi, err := r.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", relFile(name), err)
+	}
+	if !fi.Mode().IsRegular() {
+		d.logger().Warn("memory file is not a regular file; left in place", "path", relFile(name), "type", fi.Mode().Type().String())
+		return nil
+	}
+	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", relFile(name), err)
+	}
+	syncDir(r)
+	return nil
+}

@@ -1,0 +1,469 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+)
+
+// Problem is a file Sync could not accept. The file is left exactly as it
+// is and the database is unchanged for it.
+type Problem struct {
+	Path   string // relative to the workspace root, e.g. ".prometheus/memories/foo.md"
+	Reason string // what is wrong; never a value from the file
+}
+
+// Report says what a Sync changed, by key, and which files it refused.
+type Report struct {
+	Imported []string // records created or updated from their files
+	Renamed  []string // records whose file was renamed: their new keys
+	Deleted  []string // records deleted because their file is gone
+	Problems []Problem
+}
+
+// changed reports whether the sync changed anything in the store.
+func (r Report) changed() bool {
+	return len(r.Imported)+len(r.Renamed)+len(r.Deleted) > 0
+}
+
+// racyWindow is how close to now an mtime must be for Sync to distrust an
+// unchanged size and mtime. File systems stamp mtimes from a coarse clock,
+// so two writes of the same size a few milliseconds apart can share one;
+// git handles its index the same way. Mtimes far in the future (a tarball
+// from a machine whose clock is ahead) are trusted, or such files would be
+// read on every sync.
+const racyWindow = 2 * time.Second
+
+// exportEvery is how often Sync looks for records that have no file. They
+// come only from writers that had no mirror (older versions, tools run
+// without one), so a check per process start and then once a minute is
+// enough, and keeps bodies out of the fast path.
+const exportEvery = time.Minute
+
+// staleTemp is how old one of Write's temporary files must be before Sync
+// deletes it as left over from a crash.
+const staleTemp = time.Hour
+
+var tempName = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.tmp$`)
+
+// Sync brings the store in line with d's files for project p, the files
+// being canonical. It is called before every read and write.
+//
+// Files whose size and mtime match what the store last recorded are not
+// read. A changed file whose content hash is the recorded one (a checkout
+// rewrote it) is only noted. Any other file is decoded and imported, so
+// the file wins; imports run before deletions, so a renamed file (same id,
+// new stem) renames its record. Records whose file is gone are deleted; a
+// missing directory counts as empty, as after `git rm -r`. Records that
+// have no file and never had one (written before the mirror existed) are
+// written out.
+//
+// When two files claim the same id, the file already holding it keeps it
+// and the other is imported as a new record (the id in its front matter is
+// ignored until the record is next written). A file that now carries the id
+// of another record's file (one file moved over another) replaces the
+// record it held.
+//
+// A file that cannot be decoded or imported is reported in Problems and
+// logged, and changes nothing. Sync returns an error only when it cannot
+// do its job at all: an unsafe directory (see Open), an unreadable
+// directory, a database failure or a cancelled ctx. The Report then holds
+// what was done before.
+func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Report, error) {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	s := &syncer{ctx: ctx, st: st, p: p, d: d, now: time.Now(), present: map[string]bool{}}
+	err := s.run()
+	d.forgetProblems(s.present)
+	return s.rep, err
+}
+
+type syncer struct {
+	ctx context.Context
+	st  *memory.Store
+	p   scope.Identity
+	d   *Dir
+	now time.Time
+
+	rep     Report
+	state   map[string]memory.FileState
+	present map[string]bool // stems of the .md files on disk, accepted or not
+	cands   []candidate
+}
+
+type candidate struct {
+	rec memory.Record
+	fs  memory.FileState
+}
+
+func (s *syncer) run() error {
+	r, err := s.d.openRoot(false)
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !missing {
+		return err
+	}
+	if r != nil {
+		defer r.Close()
+	}
+	// The listing (a stat per file) and the query are the whole cost of a
+	// sync that finds nothing to do, and neither needs the other: overlap
+	// them.
+	var entries []fs.DirEntry
+	var listErr error
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		if !missing {
+			entries, listErr = list(r)
+		}
+	}()
+	s.state, err = s.st.MirrorState(s.ctx, s.p)
+	<-listed
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", relDir, err)
+	}
+	if listErr != nil {
+		return listErr
+	}
+	s.present = make(map[string]bool, len(s.state))
+	if err := s.scan(r, entries); err != nil {
+		return err
+	}
+	s.dedupe()
+	if err := s.imports(); err != nil {
+		return err
+	}
+	if err := s.forgets(); err != nil {
+		return err
+	}
+	return s.export()
+}
+
+// list reads the directory, sorted by name so that imports, reports and
+// "first by name" in dedupe do not depend on the directory's order.
+// Entries of a directory opened in an os.Root come lstat'ed already,
+// relative to the directory: no second stat, no symlink followed.
+func list(r *os.Root) ([]fs.DirEntry, error) {
+	dir, err := r.Open(".")
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", relDir, err)
+	}
+	defer dir.Close()
+	entries, err := dir.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", relDir, err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, nil
+}
+
+// scan looks at every *.md file and collects those that need importing.
+func (s *syncer) scan(r *os.Root, entries []fs.DirEntry) error {
+	for _, e := range entries {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			s.sweepTemp(r, name)
+			continue
+		}
+		stem, ok := strings.CutSuffix(name, ".md")
+		if !ok || stem == "" {
+			continue
+		}
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted as we looked: treat as gone
+		}
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", relFile(name), err)
+		}
+		s.present[stem] = true
+		if err := s.look(r, name, stem, fi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// look decides what one file needs.
+func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
+	size, mtime := fi.Size(), fi.ModTime().UnixNano()
+	if !fi.Mode().IsRegular() {
+		what := "a symlink"
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			what = "not a regular file"
+		}
+		s.problem(name, stem, size, mtime, true, fmt.Sprintf("is %s; memories must be regular files (it was not followed)", what))
+		return nil
+	}
+	old, known := s.state[stem]
+	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && (age > racyWindow || age < -racyWindow) {
+		s.d.clearProblem(stem)
+		return nil
+	}
+	if ps, ok := s.d.knownProblem(stem, size, mtime); ok {
+		s.rep.Problems = append(s.rep.Problems, Problem{Path: relFile(name), Reason: ps.reason})
+		return nil
+	}
+	if size > maxFileBytes {
+		s.problem(name, stem, size, mtime, true, fmt.Sprintf("file is %d bytes; the limit is %d (256 KiB)", size, maxFileBytes))
+		return nil
+	}
+	data, err := readRegular(r, name, fi)
+	if err != nil {
+		s.problem(name, stem, size, mtime, false, fmt.Sprintf("read: %v", err))
+		return nil
+	}
+	fs := memory.FileState{Stem: stem, Size: size, MTime: mtime, Hash: hash(data)}
+	if known && old.Hash == fs.Hash {
+		s.d.clearProblem(stem)
+		if old.Size == size && old.MTime == mtime {
+			return nil
+		}
+		fs.ID = old.ID
+		if err := s.st.Touched(s.ctx, s.p, fs); err != nil {
+			return fmt.Errorf("sync %s: %w", relFile(name), err)
+		}
+		return nil
+	}
+	rec, err := Decode(stem, data)
+	if err != nil {
+		s.problem(name, stem, size, mtime, true, err.Error())
+		return nil
+	}
+	s.cands = append(s.cands, candidate{rec: rec, fs: fs})
+	return nil
+}
+
+// dedupe settles which file keeps an id several files claim (a file was
+// copied to start a new one): a file not being imported that already holds
+// it (unchanged, or refused and so changing nothing), else the one at the
+// record's last stem, else the first by name. The others lose the id.
+func (s *syncer) dedupe() {
+	claims := map[string][]int{}
+	for i, c := range s.cands {
+		if c.rec.ID != "" {
+			claims[c.rec.ID] = append(claims[c.rec.ID], i)
+		}
+	}
+	if len(claims) == 0 {
+		return
+	}
+	importing := make(map[string]bool, len(s.cands))
+	for _, c := range s.cands {
+		importing[c.fs.Stem] = true
+	}
+	held := map[string]bool{}
+	for stem, fs := range s.state {
+		if s.present[stem] && !importing[stem] && fs.ID != "" {
+			held[fs.ID] = true
+		}
+	}
+	lastStem := s.lastStems()
+	for id, idx := range claims {
+		keeper := -1
+		if !held[id] {
+			keeper = idx[0]
+			for _, i := range idx {
+				if s.cands[i].fs.Stem == lastStem[id] {
+					keeper = i
+				}
+			}
+		}
+		for _, i := range idx {
+			if i == keeper {
+				continue
+			}
+			s.d.logger().Info("memory file repeats another file's id; importing it as a new record",
+				"path", relFile(s.cands[i].fs.Stem+".md"))
+			s.cands[i].rec.ID = ""
+		}
+	}
+}
+
+// lastStems maps record ids to the stem of the file that last held them.
+func (s *syncer) lastStems() map[string]string {
+	m := make(map[string]string, len(s.state))
+	for stem, fs := range s.state {
+		if fs.ID != "" {
+			m[fs.ID] = stem
+		}
+	}
+	return m
+}
+
+func (s *syncer) imports() error {
+	lastStem := s.lastStems()
+	for _, c := range s.cands {
+		stem := c.fs.Stem
+		name := stem + ".md"
+		// The file now carries the id of a record another file held: it was
+		// moved over this one, and the record this stem held goes with the
+		// file it had. Forgetting it first lets the moved record take the key
+		// even when the two are of different types.
+		if held := s.state[stem].ID; c.rec.ID != "" && held != "" && held != c.rec.ID && lastStem[c.rec.ID] != "" {
+			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem); err != nil {
+				return fmt.Errorf("sync %s: %w", relFile(name), err)
+			} else if ok {
+				s.rep.Deleted = append(s.rep.Deleted, rec.Key)
+			}
+		}
+		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs)
+		if err != nil {
+			if cerr := s.ctx.Err(); cerr != nil {
+				return cerr
+			}
+			// Validation failures depend on the file alone; a conflict
+			// depends on other records and may clear without the file
+			// changing, so it is retried on every sync.
+			fixed := errors.Is(err, memory.ErrInvalidArgument) || errors.Is(err, memory.ErrTooLarge) || errors.Is(err, memory.ErrSecretRejected)
+			s.problem(name, stem, c.fs.Size, c.fs.MTime, fixed, err.Error())
+			continue
+		}
+		s.d.clearProblem(stem)
+		if prev := lastStem[out.ID]; prev != "" && prev != stem && !s.present[prev] {
+			s.rep.Renamed = append(s.rep.Renamed, out.Key)
+			s.d.logger().Info("memory file renamed", "path", relFile(name), "from", relFile(prev+".md"), "key", out.Key)
+		} else {
+			s.rep.Imported = append(s.rep.Imported, out.Key)
+			s.d.logger().Info("memory file imported", "path", relFile(name), "key", out.Key)
+		}
+	}
+	return nil
+}
+
+// forgets deletes the records of files that are gone. It runs after the
+// imports, which have already moved renamed records to their new stems.
+func (s *syncer) forgets() error {
+	stems := make([]string, 0, len(s.state))
+	for stem := range s.state {
+		if !s.present[stem] {
+			stems = append(stems, stem)
+		}
+	}
+	slices.Sort(stems)
+	for _, stem := range stems {
+		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem)
+		if err != nil {
+			return fmt.Errorf("sync %s: %w", relFile(stem+".md"), err)
+		}
+		if deleted {
+			s.rep.Deleted = append(s.rep.Deleted, rec.Key)
+			s.d.logger().Info("memory file removed; record deleted", "path", relFile(stem+".md"), "key", rec.Key)
+		}
+	}
+	return nil
+}
+
+// export writes the files of mirrored records that have none and never
+// had one. It goes through Store.Update with an empty patch, which writes a
+// missing file inside the store's transaction, so a record deleted
+// meanwhile is not resurrected as a file.
+func (s *syncer) export() error {
+	if !s.d.exportDue(s.now) {
+		return nil
+	}
+	recs, err := s.st.Mirrored(s.ctx, s.p)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", relDir, err)
+	}
+	state := s.state
+	if s.rep.changed() {
+		if state, err = s.st.MirrorState(s.ctx, s.p); err != nil {
+			return fmt.Errorf("sync %s: %w", relDir, err)
+		}
+	}
+	proj := memory.Project{ID: s.p, Mirror: s.d}
+	for _, rec := range recs {
+		if _, ok := state[rec.Key]; ok || s.present[rec.Key] {
+			continue // it has a file, or a file we must not overwrite
+		}
+		if _, err := s.st.Update(s.ctx, proj, memory.Selector{ID: rec.ID}, memory.Patch{}); err != nil {
+			if errors.Is(err, memory.ErrNotFound) {
+				continue // expired or deleted meanwhile
+			}
+			if cerr := s.ctx.Err(); cerr != nil {
+				return cerr
+			}
+			name := rec.Key + ".md"
+			s.problem(name, rec.Key, -1, -1, false, "record has no file and could not be written to one: "+err.Error())
+			continue
+		}
+		s.d.logger().Info("memory file written for a record that had none", "path", relFile(rec.Key+".md"), "key", rec.Key)
+	}
+	s.d.exported(s.now)
+	return nil
+}
+
+// problem reports a file Sync refuses and logs it the first time it is
+// seen with this reason. decode marks reasons that depend only on the
+// file's bytes, so the file need not be read again while unchanged.
+func (s *syncer) problem(name, stem string, size, mtime int64, decode bool, reason string) {
+	s.rep.Problems = append(s.rep.Problems, Problem{Path: relFile(name), Reason: reason})
+	d := s.d
+	d.mu.Lock()
+	old, seen := d.problems[stem]
+	d.problems[stem] = problemSeen{size: size, mtime: mtime, reason: reason, decode: decode}
+	log := d.log
+	d.mu.Unlock()
+	if !seen || old.reason != reason {
+		log.Warn("memory file refused; it was left as it is and nothing was imported", "path", relFile(name), "reason", reason)
+	}
+}
+
+// sweepTemp deletes a temporary file Write left behind in a crash.
+func (s *syncer) sweepTemp(r *os.Root, name string) {
+	if !tempName.MatchString(name) {
+		return
+	}
+	if fi, err := r.Lstat(name); err == nil && fi.Mode().IsRegular() && s.now.Sub(fi.ModTime()) > staleTemp {
+		r.Remove(name)
+	}
+}
+
+func (d *Dir) knownProblem(stem string, size, mtime int64) (problemSeen, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ps, ok := d.problems[stem]
+	return ps, ok && ps.decode && ps.size == size && ps.mtime == mtime
+}
+
+func (d *Dir) clearProblem(stem string) {
+	d.mu.Lock()
+	delete(d.problems, stem)
+	d.mu.Unlock()
+}
+
+// forgetProblems drops what it remembers of files no longer on disk.
+func (d *Dir) forgetProblems(present map[string]bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for stem := range d.problems {
+		if !present[stem] {
+			delete(d.problems, stem)
+		}
+	}
+}
+
+func (d *Dir) exportDue(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.exportedAt.IsZero() || now.Sub(d.exportedAt) >= exportEvery
+}
+
+func (d *Dir) exported(now time.Time) {
+	d.mu.Lock()
+	d.exportedAt = now
+	d.mu.Unlock()
+}
