@@ -189,3 +189,15 @@ func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string) (Reco
 func (s *Store) Mirrored(ctx context.Context, p scope.Identity) ([]Record, error) {
 	return queryRecords(ctx, s.db, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0 AND r.type IN ('semantic', 'procedural') ORDER BY r.key`, string(p))
 }
+
+// MirrorVersion returns a number that changes whenever project p's mirror
+// state does, in any process; a caller holding the state from MirrorState
+// at the same version can reuse it.
+func (s *Store) MirrorVersion(ctx context.Context, p scope.Identity) (int64, error) {
+	var v int64
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM mirror_versions WHERE project = ?`, string(p)).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}

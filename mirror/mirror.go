@@ -42,11 +42,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
 )
 
 // relDir is where the files live, relative to the workspace root.
@@ -60,6 +62,21 @@ type Dir struct {
 	path     string // root/.prometheus/memories
 
 	syncMu sync.Mutex // one Sync at a time: a second one would redo the same work
+
+	// The mirror state as last read, under syncMu. Reading it is half the
+	// cost of a sync that finds nothing to do; the store's mirror version
+	// says when it must be read again.
+	state        map[string]memory.FileState
+	stateProject scope.Identity
+	stateVersion int64
+
+	// Under syncMu too: a watch on the directory, and whether the last
+	// full sync left nothing to retry. While both hold and the mirror
+	// version stands still, a sync has nothing to do.
+	watch        *watch
+	watchCleanup runtime.Cleanup
+	clean        bool
+	lastProblems []Problem
 
 	mu         sync.Mutex
 	log        *slog.Logger
@@ -98,6 +115,15 @@ func Open(root string) (*Dir, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// Close releases the directory watch. A Dir may still be used after it;
+// syncs then scan the directory every time.
+func (d *Dir) Close() error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	d.stopWatch()
+	return nil
 }
 
 // Path returns the memories directory, root/.prometheus/memories.

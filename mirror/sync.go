@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -81,10 +82,66 @@ var tempName = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.tm
 func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Report, error) {
 	d.syncMu.Lock()
 	defer d.syncMu.Unlock()
-	s := &syncer{ctx: ctx, st: st, p: p, d: d, now: time.Now(), present: map[string]bool{}}
+	now := time.Now()
+	if rep, ok := d.unchanged(ctx, st, p, now); ok {
+		return rep, nil
+	}
+	if d.watch == nil {
+		// Watch before scanning, so that a change during the scan is
+		// seen by the next sync.
+		d.startWatch()
+	}
+	s := &syncer{ctx: ctx, st: st, p: p, d: d, now: now, present: map[string]bool{}}
 	err := s.run()
 	d.forgetProblems(s.present)
+	d.clean = err == nil && !s.retry
+	d.lastProblems = slices.Clone(s.rep.Problems)
 	return s.rep, err
+}
+
+// startWatch watches the directory, if it can. d.syncMu must be held.
+func (d *Dir) startWatch() {
+	w := newWatch(d.path)
+	if w == nil {
+		return
+	}
+	d.watch = w
+	// A Dir dropped without Close must not keep its inotify instance, of
+	// which a user has few.
+	d.watchCleanup = runtime.AddCleanup(d, func(w *watch) { w.close() }, w)
+}
+
+// stopWatch ends the watch. d.syncMu must be held.
+func (d *Dir) stopWatch() {
+	if d.watch == nil {
+		return
+	}
+	d.watchCleanup.Stop()
+	d.watch.close()
+	d.watch = nil
+}
+
+// unchanged reports whether a sync can be skipped: the directory is being
+// watched and nothing happened in it, no other process changed the mirror
+// state, and the last sync left nothing to retry. It then returns that
+// sync's problems again, since the files behind them are still there.
+func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity, now time.Time) (Report, bool) {
+	if d.watch == nil {
+		return Report{}, false
+	}
+	quiet, alive := d.watch.quiet()
+	if !alive {
+		d.stopWatch()
+		return Report{}, false
+	}
+	if !quiet || !d.clean || d.stateProject != p || d.exportDue(now) || d.check() != nil {
+		return Report{}, false
+	}
+	v, err := st.MirrorVersion(ctx, p)
+	if err != nil || v != d.stateVersion {
+		return Report{}, false
+	}
+	return Report{Problems: slices.Clone(d.lastProblems)}, true
 }
 
 type syncer struct {
@@ -95,6 +152,7 @@ type syncer struct {
 	now time.Time
 
 	rep     Report
+	retry   bool // a problem may clear without its file changing (a conflict)
 	state   map[string]memory.FileState
 	present map[string]bool // stems of the .md files on disk, accepted or not
 	cands   []candidate
@@ -126,7 +184,7 @@ func (s *syncer) run() error {
 			entries, listErr = list(r)
 		}
 	}()
-	s.state, err = s.st.MirrorState(s.ctx, s.p)
+	s.state, err = s.d.mirrorState(s.ctx, s.st, s.p)
 	<-listed
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", relDir, err)
@@ -146,6 +204,27 @@ func (s *syncer) run() error {
 		return err
 	}
 	return s.export()
+}
+
+// mirrorState returns the store's mirror state for p, read again only when
+// its version has moved. The map is shared with later syncs: read it, never
+// write it. d.syncMu must be held.
+func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identity) (map[string]memory.FileState, error) {
+	v, err := st.MirrorVersion(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if d.state != nil && d.stateProject == p && d.stateVersion == v {
+		return d.state, nil
+	}
+	state, err := st.MirrorState(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	// The version was read first, so the state is at least that new; a
+	// change in between only costs one more read next time.
+	d.state, d.stateProject, d.stateVersion = state, p, v
+	return state, nil
 }
 
 // list reads the directory, sorted by name so that imports, reports and
@@ -411,6 +490,7 @@ func (s *syncer) export() error {
 // file's bytes, so the file need not be read again while unchanged.
 func (s *syncer) problem(name, stem string, size, mtime int64, decode bool, reason string) {
 	s.rep.Problems = append(s.rep.Problems, Problem{Path: relFile(name), Reason: reason})
+	s.retry = s.retry || !decode
 	d := s.d
 	d.mu.Lock()
 	old, seen := d.problems[stem]

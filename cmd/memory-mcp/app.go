@@ -55,7 +55,10 @@ func (a *app) purge(ctx context.Context) (int64, error) {
 	return n + int64(m), err
 }
 
-func (a *app) Close() error { return a.store.Close() }
+func (a *app) Close() error {
+	a.dir.Close()
+	return a.store.Close()
+}
 
 // sync brings the markdown files into the database. A file it cannot accept
 // is reported, not fatal; an unusable directory is.
