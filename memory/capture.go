@@ -217,15 +217,19 @@ func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session, sta
 	if norm == "" {
 		return nil
 	}
-	r, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO statement_sessions (project, statement, session_id) VALUES (?, ?, ?)`, string(p.ID), norm, session)
+	r, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO statement_sessions (project, statement, session_id, said) VALUES (?, ?, ?, ?)`, string(p.ID), norm, session, statement)
 	if err != nil {
 		return err
 	}
 	added, _ := r.RowsAffected()
+	// The first session's wording is the one a fact keeps.
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM statement_sessions WHERE project = ? AND statement = ?`, string(p.ID), norm).Scan(&n); err != nil {
+	var first string
+	if err := tx.QueryRowContext(ctx, `SELECT count(*), (SELECT said FROM statement_sessions WHERE project = ?1 AND statement = ?2 ORDER BY rowid LIMIT 1)
+		FROM statement_sessions WHERE project = ?1 AND statement = ?2`, string(p.ID), norm).Scan(&n, &first); err != nil {
 		return err
 	}
+	confirmations := map[string]string{"confirmations": fmt.Sprint(n)}
 	fact, found, err := s.factFor(ctx, tx, p.ID, norm)
 	if err != nil {
 		return err
@@ -237,6 +241,7 @@ func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session, sta
 		return nil
 	case found:
 		conf := strengthen(fact.Confidence)
+		fact.Metadata = withEntries(fact.Metadata, confirmations)
 		rec, err := s.putWithin(ctx, tx, p, fact, &conf)
 		if err != nil {
 			return err
@@ -253,9 +258,8 @@ func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session, sta
 	}
 	key := Slug(norm)
 	rec, _, err := s.put(ctx, tx, p, Write{
-		Scope: scope.Project, Type: Semantic, Key: key, Description: clip(statement, 120), Body: statement + "\n",
-		Confidence: &conf, SessionID: session, Source: FromCapture,
-		Metadata: map[string]string{"confirmations": fmt.Sprint(n)},
+		Scope: scope.Project, Type: Semantic, Key: key, Description: clip(first, 120), Body: first + "\n",
+		Confidence: &conf, SessionID: session, Source: FromCapture, Metadata: confirmations,
 	}, "")
 	if errors.Is(err, ErrConflict) {
 		res.Refused = append(res.Refused, Refusal{Item: "statement", Code: CodeConflict, Reason: err.Error()})
@@ -266,6 +270,18 @@ func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session, sta
 	}
 	res.Promoted = append(res.Promoted, rec)
 	return nil
+}
+
+// withEntries returns a copy of m with add's entries set.
+func withEntries(m, add map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+len(add))
+	for k, v := range m {
+		out[k] = v
+	}
+	for k, v := range add {
+		out[k] = v
+	}
+	return out
 }
 
 // factFor finds the project fact a normalised statement speaks of: one

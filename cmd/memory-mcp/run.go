@@ -34,6 +34,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
 	}
+	if cmd != "serve" {
+		// A hook's stderr reaches the user: only warnings, unless asked.
+		getenv = defaulting(getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn")
+	}
 	switch cmd {
 	case "serve":
 		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return serve(ctx, a, log, stdin, stdout) })
@@ -76,6 +80,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", cmd)
+}
+
+// defaulting is getenv with a default for one variable.
+func defaulting(getenv func(string) string, name, value string) func(string) string {
+	return func(k string) string {
+		if v := getenv(k); v != "" || k != name {
+			return v
+		}
+		return value
+	}
 }
 
 func withApp(ctx context.Context, getenv func(string) string, stderr io.Writer, fn func(*app, *slog.Logger) error) error {

@@ -3,8 +3,9 @@
 -- repeated capture of one session count nothing twice.
 CREATE TABLE statement_sessions (
 	project    TEXT NOT NULL,
-	statement  TEXT NOT NULL,
+	statement  TEXT NOT NULL, -- normalised
 	session_id TEXT NOT NULL,
+	said       TEXT NOT NULL, -- as the session put it
 	PRIMARY KEY (project, statement, session_id)
 );
 
