@@ -115,6 +115,11 @@ var keyRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,99}$`)
 
 var spaces = regexp.MustCompile(`\s+`)
 
+// windowsDevice matches keys whose file Windows reserves for a device,
+// whatever follows the first dot: con.md cannot be checked out there, and
+// one such file breaks the checkout of the whole repository.
+var windowsDevice = regexp.MustCompile(`^(con|prn|aux|nul|com[0-9]|lpt[0-9])(\.|$)`)
+
 // NormalizeKey lower-cases s, trims it and turns runs of white space into a
 // single '-', then checks the result against KeyRule. The error is an *Error
 // with code CodeInvalidArgument naming field.
@@ -126,6 +131,9 @@ func NormalizeKey(field, s string) (string, error) {
 	}
 	if !keyRE.MatchString(k) || k == "." || k == ".." || strings.Contains(k, "..") {
 		return "", Errorf(CodeInvalidArgument, field, "%q does not match %s (lower-case letters, digits, '.', '_', '-'; at most %d characters; no '..')", clip(s, 40), KeyRule, MaxKeyLen)
+	}
+	if windowsDevice.MatchString(k) {
+		return "", Errorf(CodeInvalidArgument, field, "%q is a device name on Windows (con, prn, aux, nul, com0-9, lpt0-9), where its markdown file could not be checked out; choose another key", clip(s, 40))
 	}
 	return k, nil
 }

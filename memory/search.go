@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -121,7 +122,13 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	}
 	hits := make([]Hit, 0, len(all))
 	for _, a := range all {
-		r, err := getOne(ctx, s.db, `WHERE r.rowid = ?`, a.rowid)
+		// Another process may have deleted the row since the match, and
+		// SQLite may even have given its rowid to a new record, of another
+		// project: fetch it only if it is still one this search may show.
+		r, err := getOne(ctx, s.db, `WHERE r.rowid = @rowid AND `+effective, s.args(p, sql.Named("rowid", a.rowid))...)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -64,13 +65,13 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create database directory %s: %w", dir, err)
+		return nil, fmt.Errorf("create database directory %s: %w", dir, describeOpenError(err))
 	}
 	// Create the file ourselves so its mode is 0600 whatever the umask; SQLite
 	// gives the -wal and -shm files the same mode.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
 	f.Close()
 
@@ -82,11 +83,11 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	s := &Store{db: db, path: path, now: now}
 	if err := s.setup(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
 	if _, err := s.Purge(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open database %s: %w", path, err)
+		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
 	return s, nil
 }
@@ -174,19 +175,76 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked)
 }
 
+// advised is a failure to open the database with what the user can do
+// about it.
+type advised struct {
+	err    error
+	advice string
+}
+
+func (a *advised) Error() string { return a.err.Error() + ": " + a.advice }
+func (a *advised) Unwrap() error { return a.err }
+
+// describeOpenError adds to err, when it knows the cause, what the user can
+// do about it. It adds nothing to an error it described already.
 func describeOpenError(err error) error {
+	var a *advised
+	if errors.As(err, &a) {
+		return err
+	}
+	if advice := openAdvice(err); advice != "" {
+		return &advised{err: err, advice: advice}
+	}
+	return err
+}
+
+const elsewhere = "or point PROMETHEUS_MEMORY_DB_PATH elsewhere"
+
+func openAdvice(err error) string {
 	var se sqlite3.Error
 	if errors.As(err, &se) {
 		switch se.Code {
 		case sqlite3.ErrNotADB, sqlite3.ErrCorrupt:
-			return fmt.Errorf("%w: the file is not a usable memory database; move it aside (it is left untouched) or point PROMETHEUS_MEMORY_DB_PATH elsewhere", err)
-		case sqlite3.ErrReadonly, sqlite3.ErrPerm, sqlite3.ErrCantOpen, sqlite3.ErrIoErr:
-			return fmt.Errorf("%w: check that the file and its directory are writable", err)
+			return "the file is not a usable memory database; move it aside (it is left untouched) " + elsewhere
 		case sqlite3.ErrFull:
-			return fmt.Errorf("%w: the disk is full; free some space", err)
+			return errnoAdvice(syscall.ENOSPC)
+		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			return "another process has kept the database locked for over 10 seconds; try again, or find and stop that process"
+		case sqlite3.ErrReadonly, sqlite3.ErrPerm, sqlite3.ErrCantOpen, sqlite3.ErrIoErr, sqlite3.ErrAuth:
+			if a := errnoAdvice(se.SystemErrno); a != "" {
+				return a
+			}
+			return "check that the file and its directory are writable, " + elsewhere
 		}
+		return ""
 	}
-	return err
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errnoAdvice(errno)
+	}
+	return ""
+}
+
+// errnoAdvice says what to do about a system error met opening the
+// database, or "" when it has nothing useful to say.
+func errnoAdvice(e syscall.Errno) string {
+	switch e {
+	case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+		return "the disk is full, or a quota or file-size limit was reached; free some space (or raise the limit) and start again"
+	case syscall.EROFS:
+		return "the file system is read-only; point PROMETHEUS_MEMORY_DB_PATH at a writable place"
+	case syscall.ENOTDIR:
+		return "something on the way to the database is a file, not a directory; move that file " + elsewhere
+	case syscall.EISDIR:
+		return "PROMETHEUS_MEMORY_DB_PATH must name a file, not a directory (for example memory.db inside it)"
+	case syscall.EACCES, syscall.EPERM:
+		return "make the database file and its directory yours and writable (chmod u+rw the file, u+rwx the directory) " + elsewhere
+	case syscall.ELOOP:
+		return "the path goes through a symlink loop; fix the links " + elsewhere
+	case syscall.ENAMETOOLONG:
+		return "the path is too long for this system; choose a shorter PROMETHEUS_MEMORY_DB_PATH"
+	}
+	return ""
 }
 
 // newID returns a ULID: 48 bits of milliseconds and 80 random bits, in

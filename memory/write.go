@@ -102,6 +102,7 @@ func validate(w *Write) error {
 	if w.Source == "" {
 		w.Source = FromTool
 	}
+	w.Body = CanonBody(w.Body)
 	if err := checkBody(w.Body); err != nil {
 		return err
 	}
@@ -142,6 +143,21 @@ func checkBody(b string) error {
 		return Errorf(CodeInvalidArgument, "body", "contains NUL bytes")
 	}
 	return nil
+}
+
+// CanonBody is a body as the store keeps it and a markdown file holds it:
+// LF line endings, no leading blank lines, no trailing white space. Every
+// writer stores this form, so a record and its file always agree.
+func CanonBody(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	for {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 || strings.Trim(s[:i], " \t\r") != "" {
+			break
+		}
+		s = s[i+1:]
+	}
+	return strings.TrimRight(s, " \t\r\n")
 }
 
 func checkDescription(d string) (string, error) {

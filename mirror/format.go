@@ -117,20 +117,8 @@ func formatConfidence(c float64) string {
 	return strconv.FormatFloat(c, 'f', -1, 64)
 }
 
-// canonBody is the body as a file holds it: LF line endings, no leading
-// blank lines, no trailing white space. Decode returns bodies in this form,
-// so Decode(Encode(r)) keeps them exactly.
-func canonBody(s string) string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	for {
-		i := strings.IndexByte(s, '\n')
-		if i < 0 || strings.Trim(s[:i], " \t\r") != "" {
-			break
-		}
-		s = s[i+1:]
-	}
-	return strings.TrimRight(s, " \t\r\n")
-}
+// canonBody is the body as a file holds it: see memory.CanonBody.
+func canonBody(s string) string { return memory.CanonBody(s) }
 
 // Decode parses the markdown file stem.md. The stem is the record's key and
 // must already be a normalised key: "Foo Bar.md" is refused, not renamed.

@@ -200,7 +200,7 @@ func (s *syncer) run() error {
 	if err := s.imports(); err != nil {
 		return err
 	}
-	if err := s.forgets(); err != nil {
+	if err := s.forgets(r); err != nil {
 		return err
 	}
 	return s.export()
@@ -424,7 +424,7 @@ func (s *syncer) imports() error {
 
 // forgets deletes the records of files that are gone. It runs after the
 // imports, which have already moved renamed records to their new stems.
-func (s *syncer) forgets() error {
+func (s *syncer) forgets(r *os.Root) error {
 	stems := make([]string, 0, len(s.state))
 	for stem := range s.state {
 		if !s.present[stem] {
@@ -433,6 +433,9 @@ func (s *syncer) forgets() error {
 	}
 	slices.Sort(stems)
 	for _, stem := range stems {
+		if s.reappeared(r, stem) {
+			continue
+		}
 		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem)
 		if err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(stem+".md"), err)
@@ -443,6 +446,24 @@ func (s *syncer) forgets() error {
 		}
 	}
 	return nil
+}
+
+// reappeared reports whether stem's file is there after all. The listing
+// and the state query run at the same time, so the listing can predate a
+// file that a writer renamed into place and then committed before the
+// state was read: the state knows it, the listing does not, and it must not
+// be taken for a removed file. Looking again now, after the state was
+// read, finds every such file; the next sync reads it.
+func (s *syncer) reappeared(r *os.Root, stem string) bool {
+	if r == nil {
+		var err error
+		if r, err = s.d.openRoot(false); err != nil {
+			return false
+		}
+		defer r.Close()
+	}
+	_, err := r.Lstat(stem + ".md")
+	return err == nil
 }
 
 // export writes the files of mirrored records that have none and never

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -37,15 +39,6 @@ func serveStdio(ctx context.Context, s *mcp.Server, in io.Reader, out io.Writer,
 		return nil
 	}
 	return err
-}
-
-// envelope is just enough of a JSON-RPC message to judge it.
-type envelope struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  *string         `json:"method"`
-	Result  json.RawMessage `json:"result"`
-	Error   json.RawMessage `json:"error"`
 }
 
 func filterLines(in io.Reader, pw io.Writer, w *frameWriter, log *slog.Logger) error {
@@ -88,22 +81,41 @@ func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error 
 		w.errorReply(nil, -32700, "Parse error")
 		return nil
 	}
-	var env envelope
-	if err := json.Unmarshal(line, &env); err != nil {
+	// Member names are matched exactly, as the SDK's decoder does: a struct
+	// would match "ID" or "Method" too, and let through a line the SDK then
+	// reads as something else.
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
 		log.Warn("dropped an input line that is not a JSON-RPC object", "bytes", len(line))
 		w.errorReply(nil, -32600, "Invalid Request: want one JSON-RPC 2.0 object per line")
 		return nil
 	}
-	id := env.ID
-	if len(id) > 0 && !validID(id) {
+	var version string
+	json.Unmarshal(obj["jsonrpc"], &version)
+	rawID, hasID := obj["id"]
+	id := rawID
+	if hasID && !validID(rawID) {
 		id = nil
 	}
-	if env.JSONRPC != "2.0" || (env.Method == nil && env.Result == nil && env.Error == nil) || (len(env.ID) > 0 && id == nil) {
+	_, hasMethod := obj["method"]
+	_, hasResult := obj["result"]
+	_, hasError := obj["error"]
+	if version != "2.0" || !(hasMethod || hasResult || hasError) || (hasID && id == nil) {
 		log.Warn("dropped an input line that is not JSON-RPC 2.0", "bytes", len(line))
 		w.errorReply(id, -32600, "Invalid Request")
 		return nil
 	}
-	if env.Method != nil && len(id) > 0 && string(id) != "null" {
+	// The SDK's decoder is stricter than encoding/json (it caps nesting at
+	// 1,000 levels and wants an error member to be an object), and a line
+	// it cannot decode ends the whole session (go-sdk#1209). Decode with it
+	// here, so such a line is answered and dropped instead.
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		log.Warn("dropped an input line the protocol decoder refuses", "bytes", len(line))
+		w.errorReply(id, -32600, "Invalid Request")
+		return nil
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
 		w.expect(id)
 	}
 	// line aliases the reader's buffer only until the next read; the pipe
@@ -114,17 +126,36 @@ func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error 
 	return nil
 }
 
-// validID holds for the ids JSON-RPC allows: a string, a number or null.
+// maxExactID is the largest integer id the SDK answers with unchanged: it
+// reads numbers as float64.
+const maxExactID = 1 << 53
+
+// validID holds for the ids JSON-RPC allows, a string, a number or null,
+// that the SDK echoes faithfully: a number must be written as a whole
+// number within ±2^53, or the answer would carry another id and the caller
+// would wait for ever.
 func validID(raw json.RawMessage) bool {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	if d.Decode(&v) != nil {
 		return false
 	}
-	switch v.(type) {
-	case string, float64, nil:
+	switch v := v.(type) {
+	case string, nil:
 		return true
+	case json.Number:
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		return err == nil && n <= maxExactID && n >= -maxExactID
 	}
 	return false
+}
+
+// envelope is just enough of an outgoing JSON-RPC message to tell an
+// answer from a request.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method *string         `json:"method"`
 }
 
 // frameWriter serialises every frame written to stdout, the SDK's and the
