@@ -235,7 +235,9 @@ func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([
 		args = append(args, sql.Named("ckey", key), sql.Named("ctype", typ))
 	}
 	args = append(args, sql.Named("limit", limit+1))
-	rs, err := queryRecords(ctx, s.db, `SELECT `+colsNoBody+` FROM records r WHERE `+where+` ORDER BY r.key, r.type LIMIT @limit`, args...)
+	// The index holds the page's order: walking it stops after the page,
+	// where a sort would read every record first.
+	rs, err := queryRecords(ctx, s.db, `SELECT `+colsNoBody+` FROM records r INDEXED BY records_list WHERE `+where+` ORDER BY r.key, r.type LIMIT @limit`, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list: %w", err)
 	}
@@ -269,7 +271,7 @@ func (s *Store) Effective(ctx context.Context, p scope.Identity, types []Type, l
 	}
 	var out []Record
 	for _, t := range types {
-		q := `SELECT ` + cols + ` FROM records r WHERE r.type = @type AND ` + effective +
+		q := `SELECT ` + cols + ` FROM records r INDEXED BY records_weave WHERE r.type = @type AND ` + effective +
 			` ORDER BY r.confidence DESC, r.use_count DESC, r.updated_at DESC, r.key`
 		args := s.args(p, sql.Named("type", string(t)))
 		if limit > 0 {
@@ -285,11 +287,65 @@ func (s *Store) Effective(ctx context.Context, p scope.Identity, types []Type, l
 	return out, nil
 }
 
-// Count returns how many effective records of type t project p sees.
+// Count returns how many effective records of type t project p sees. The
+// count takes a scan of every record of the type, so it is kept until a
+// write changes what it depends on or a record of the type expires.
 func (s *Store) Count(ctx context.Context, p scope.Identity, t Type) (int, error) {
+	now := s.now().UnixNano()
+	var gen int64
+	if err := s.db.QueryRowContext(ctx, `SELECT n FROM generation WHERE id = 1`).Scan(&gen); err != nil {
+		return 0, err
+	}
+	k := countKey{p, t}
+	s.countMu.Lock()
+	c, ok := s.counts[k]
+	s.countMu.Unlock()
+	if ok && c.gen == gen {
+		var expired int
+		err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE expires_at > ? AND expires_at <= ? AND type = ?`, c.at, now, string(t)).Scan(&expired)
+		if err != nil {
+			return 0, err
+		}
+		if expired == 0 {
+			return c.n, nil
+		}
+	}
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records r WHERE r.type = @type AND `+effective, s.args(p, sql.Named("type", string(t)))...).Scan(&n)
-	return n, err
+	if err != nil {
+		return 0, err
+	}
+	s.countMu.Lock()
+	if s.counts == nil || len(s.counts) > 1000 {
+		s.counts = map[countKey]count{}
+	}
+	s.counts[k] = count{gen: gen, at: now, n: n}
+	s.countMu.Unlock()
+	return n, nil
+}
+
+type countKey struct {
+	p scope.Identity
+	t Type
+}
+
+// count is a kept Count: the generation and time it was made at.
+type count struct {
+	gen, at int64
+	n       int
+}
+
+// CountAll returns how many effective records project p sees.
+func (s *Store) CountAll(ctx context.Context, p scope.Identity) (int, error) {
+	total := 0
+	for _, t := range Types {
+		n, err := s.Count(ctx, p, t)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // Index returns the effective records without bodies, ordered by type then
@@ -302,11 +358,4 @@ func (s *Store) Index(ctx context.Context, p scope.Identity, limit int) ([]Recor
 		args = append(args, sql.Named("limit", limit))
 	}
 	return queryRecords(ctx, s.db, q, args...)
-}
-
-// CountAll returns how many effective records project p sees.
-func (s *Store) CountAll(ctx context.Context, p scope.Identity) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records r WHERE `+effective, s.args(p)...).Scan(&n)
-	return n, err
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -67,8 +68,9 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	for i, t := range terms {
 		quoted[i] = `"` + t + `"`
 	}
-	where := `records_fts MATCH @q AND ` + effective
-	args := s.args(p, sql.Named("q", strings.Join(quoted, " OR ")))
+	// The filters, checked on candidates after ranking.
+	where := effective
+	args := s.args(p)
 	if opts.Type != "" {
 		where += ` AND r.type = @type`
 		args = append(args, sql.Named("type", string(opts.Type)))
@@ -86,7 +88,12 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		where += ` AND r.updated_at >= @since`
 		args = append(args, sql.Named("since", opts.Since.UnixNano()))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, matchinfo(records_fts, 'pcnalx') FROM records_fts JOIN records r ON r.rowid = records_fts.rowid WHERE `+where, args...)
+	// Every match is scored from the full-text index alone; the filters
+	// (the scope chain above all) are checked on the best-ranked ones, a
+	// batch at a time, until limit pass. Joining records to every match
+	// costs a row lookup and a shadow check per match, and most matches
+	// rank too low to be shown.
+	rows, err := s.db.QueryContext(ctx, `SELECT rowid, matchinfo(records_fts, 'pcnalx') FROM records_fts WHERE records_fts MATCH ?`, strings.Join(quoted, " OR "))
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -117,26 +124,56 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		}
 		return all[i].rowid > all[j].rowid // newer first among equals
 	})
-	if len(all) > limit {
-		all = all[:limit]
-	}
-	hits := make([]Hit, 0, len(all))
-	for _, a := range all {
-		// Another process may have deleted the row since the match, and
-		// SQLite may even have given its rowid to a new record, of another
-		// project: fetch it only if it is still one this search may show.
-		r, err := getOne(ctx, s.db, `WHERE r.rowid = @rowid AND `+effective, s.args(p, sql.Named("rowid", a.rowid))...)
-		if errors.Is(err, ErrNotFound) {
-			continue
+	hits := make([]Hit, 0, limit)
+	batch := max(4*limit, 64)
+	for start := 0; start < len(all) && len(hits) < limit; start += batch {
+		chunk := all[start:min(start+batch, len(all))]
+		ids := make([]string, len(chunk))
+		for i, c := range chunk {
+			ids[i] = strconv.FormatInt(c.rowid, 10)
 		}
+		pass, err := s.passing(ctx, `r.rowid IN (`+strings.Join(ids, ",")+`) AND `+where, args)
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}
-		h := Hit{Record: r, Score: a.score, Preview: preview(r, terms)}
-		h.Record.Body = ""
-		hits = append(hits, h)
+		for _, c := range chunk {
+			if !pass[c.rowid] || len(hits) == limit {
+				continue
+			}
+			// Another process may have deleted the row since the filter
+			// passed it, and SQLite may even have given its rowid to a new
+			// record of another project: fetch it only if it still passes.
+			r, err := getOne(ctx, s.db, `WHERE r.rowid = @rowid AND `+where, append(args, sql.Named("rowid", c.rowid))...)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("search: %w", err)
+			}
+			h := Hit{Record: r, Score: c.score, Preview: preview(r, terms)}
+			h.Record.Body = ""
+			hits = append(hits, h)
+		}
 	}
 	return hits, nil
+}
+
+// passing returns the rowids of the records that meet where.
+func (s *Store) passing(ctx context.Context, where string, args []any) (map[int64]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid FROM records r WHERE `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	pass := map[int64]bool{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		pass[id] = true
+	}
+	return pass, rows.Err()
 }
 
 // bm25 scores one row from FTS4's matchinfo 'pcnalx' blob.

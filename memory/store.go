@@ -33,6 +33,9 @@ type Store struct {
 
 	idMu   sync.Mutex
 	lastID [16]byte
+
+	countMu sync.Mutex
+	counts  map[countKey]count // see Count
 }
 
 // Options adjust how a Store is opened.

@@ -84,35 +84,20 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 		types = recallTypes
 	}
 	types = slices.DeleteFunc(slices.Clone(types), func(t memory.Type) bool { return t != memory.Semantic && t != memory.Procedural })
-	// Every woven record costs at least a few tokens, so no more than this
-	// many of each type can fit; reading more would be wasted work.
-	limit := maxTokens/4 + 1
-	recs, err := a.store.Effective(ctx, a.cfg.Project, types, limit)
-	if err != nil {
-		return weave.Block{}, err
-	}
-	var relevant []string
+	var relevant []memory.Record
 	if query != "" && len(memory.Terms(query)) > 0 {
-		have := map[string]bool{}
-		for _, r := range recs {
-			have[r.ID] = true
-		}
 		for _, t := range types {
 			hits, err := a.store.Search(ctx, a.cfg.Project, memory.SearchOptions{Query: query, Type: t, Limit: 20})
 			if err != nil {
 				return weave.Block{}, err
 			}
 			for _, h := range hits {
-				relevant = append(relevant, h.Record.ID)
-				if !have[h.Record.ID] {
-					r, err := a.store.Peek(ctx, a.cfg.Project, memory.Selector{ID: h.Record.ID})
-					if err != nil && !errors.Is(err, memory.ErrNotFound) {
-						return weave.Block{}, err
-					}
-					if err == nil {
-						recs = append(recs, r)
-						have[r.ID] = true
-					}
+				r, err := a.store.Peek(ctx, a.cfg.Project, memory.Selector{ID: h.Record.ID})
+				if err != nil && !errors.Is(err, memory.ErrNotFound) {
+					return weave.Block{}, err
+				}
+				if err == nil {
+					relevant = append(relevant, r)
 				}
 			}
 		}
@@ -125,9 +110,56 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 		}
 		total += n
 	}
-	b := a.weaver.Weave(recs, weave.Options{MaxTokens: maxTokens, Relevant: relevant, Unlisted: max(0, total-len(recs))})
+	// Read the head of each type's order, and more only when the block
+	// took all of a type that had more: most blocks fill up on a few
+	// dozen records, and reading bodies costs more than weaving them.
+	var b weave.Block
+	for limit := 48; ; limit *= 4 {
+		recs, err := a.store.Effective(ctx, a.cfg.Project, types, limit)
+		if err != nil {
+			return weave.Block{}, err
+		}
+		read := make(map[string]bool, len(recs))
+		for _, r := range recs {
+			read[r.ID] = true
+		}
+		ids := make([]string, len(relevant))
+		for i, r := range relevant {
+			ids[i] = r.ID
+			if !read[r.ID] {
+				recs = append(recs, r)
+				read[r.ID] = true
+			}
+		}
+		b = a.weaver.Weave(recs, weave.Options{MaxTokens: maxTokens, Relevant: ids, Unlisted: max(0, total-len(recs))})
+		if !needMore(recs, b.Included, types, limit) {
+			break
+		}
+	}
 	if err := a.store.Touch(ctx, b.Included); err != nil {
 		return b, err
 	}
 	return b, nil
+}
+
+// needMore reports whether a type was read only in part (limit rows) yet
+// every record read of it was woven in: the records not read might fit.
+func needMore(recs []memory.Record, included []string, types []memory.Type, limit int) bool {
+	in := make(map[string]bool, len(included))
+	for _, id := range included {
+		in[id] = true
+	}
+	for _, t := range types {
+		n, all := 0, true
+		for _, r := range recs {
+			if r.Type == t {
+				n++
+				all = all && in[r.ID]
+			}
+		}
+		if n >= limit && all {
+			return true
+		}
+	}
+	return false
 }
