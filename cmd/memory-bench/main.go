@@ -1,0 +1,281 @@
+// Command memory-bench measures the real memory-mcp server as an agent sees
+// it: it launches the binary, speaks MCP to it over stdio with the go-sdk
+// client, and times each call at the client. The database and workspace
+// are fresh temporary ones, seeded with realistic records first.
+//
+// Usage:
+//
+//	go run ./cmd/memory-bench [-n 10000] [-files 1000] [-ops 500] [-seed 1] [-server PATH] [-run REGEXP]
+//
+// It prints a markdown report: latency percentiles and throughput per
+// operation, process start to initialize result, the server's peak RSS,
+// the database size and the machine.
+//
+// It imports memory, mirror and scope to seed the database quickly, and
+// the MCP SDK's client.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"time"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memory-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// config is what the flags decide.
+type config struct {
+	n, files, ops, starts int
+	seed                  int64
+	server                string
+	budget, timeout       time.Duration
+	keep                  bool
+	only                  *regexp.Regexp // operations to measure; nil for all
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("memory-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&c.n, "n", 10000, "records in the database")
+	fs.IntVar(&c.files, "files", 1000, "how many of them are project facts mirrored to markdown files")
+	fs.IntVar(&c.ops, "ops", 500, "calls measured per operation")
+	fs.IntVar(&c.starts, "starts", 30, "server processes started to time start-up")
+	fs.Int64Var(&c.seed, "seed", 1, "seed of the generated records and queries")
+	fs.StringVar(&c.server, "server", "", "memory-mcp binary (default: memory-mcp next to this command, else built with go build)")
+	fs.DurationVar(&c.budget, "budget", 20*time.Second, "stop measuring an operation after this long")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on an operation when one call takes longer")
+	fs.BoolVar(&c.keep, "keep", false, "keep the temporary database and workspace, and print where they are")
+	only := fs.String("run", "", "measure only the operations whose name matches this regular expression")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			return c, fmt.Errorf("-run: %w", err)
+		}
+		c.only = re
+	}
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case c.n < 1 || c.files < 0 || c.files > c.n:
+		return c, fmt.Errorf("want -n >= 1 and 0 <= -files <= -n")
+	case c.ops < 1 || c.starts < 1:
+		return c, fmt.Errorf("want -ops >= 1 and -starts >= 1")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "memory-bench-")
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		fmt.Fprintln(stderr, "memory-bench: keeping", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	bin, err := findServer(ctx, cfg.server, tmp, stderr)
+	if err != nil {
+		return err
+	}
+	home := filepath.Join(tmp, "home")
+	dbPath := filepath.Join(home, ".prometheus", "memory.db")
+	if err := os.MkdirAll(filepath.Join(tmp, "workspace"), 0o755); err != nil {
+		return err
+	}
+	// The server resolves the root the same way, so both see one project.
+	root, err := scope.Root(filepath.Join(tmp, "workspace"), "")
+	if err != nil {
+		return err
+	}
+	env := []string{
+		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
+		"PROMETHEUS_MEMORY_DB_PATH=" + dbPath, "PROMETHEUS_WORKSPACE_ROOT=" + root,
+	}
+
+	c := newCorpus(cfg.seed, cfg.files)
+	seeded, err := seed(ctx, dbPath, root, c, cfg.n, stderr)
+	if err != nil {
+		return err
+	}
+	// Files written within the mirror's racy window are re-read by every
+	// sync until it passes; files in a real checkout are older than that.
+	time.Sleep(2500 * time.Millisecond)
+
+	rep := report{cfg: cfg, server: bin, seeded: seeded, machine: describeMachine()}
+	srv, first, err := launch(ctx, bin, env, root)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if srv != nil {
+			srv.close()
+		}
+	}()
+	rep.firstStart = first
+	lim := limits{count: cfg.ops, warm: 3, budget: cfg.budget, timeout: cfg.timeout}
+	for _, o := range ops(c, cfg) {
+		if !cfg.selected(o.name) {
+			continue
+		}
+		fmt.Fprintf(stderr, "memory-bench: measuring %s\n", o.name)
+		smp, err := measure(ctx, srv, o, lim)
+		if err != nil {
+			return err
+		}
+		rep.samples = append(rep.samples, smp)
+		if o.settle {
+			time.Sleep(2500 * time.Millisecond)
+		}
+	}
+
+	// Start-up last, while the first server still runs: it has saved the
+	// initialize instructions by now, as a long-running server would have.
+	if starts := (sample{name: "start → initialize result"}); cfg.selected(starts.name) {
+		fmt.Fprintf(stderr, "memory-bench: starting %d servers\n", cfg.starts)
+		begin := time.Now()
+		for range cfg.starts {
+			s, took, err := launch(ctx, bin, env, root)
+			if err != nil {
+				return err
+			}
+			starts.durs = append(starts.durs, took)
+			if err := s.close(); err != nil {
+				return fmt.Errorf("stop server: %w%s", err, s.stderr.suffix())
+			}
+		}
+		starts.wall = time.Since(begin)
+		rep.samples = append([]sample{starts}, rep.samples...)
+	}
+
+	if rep.peakRSS, rep.rss, err = srv.memory(); err != nil {
+		rep.rssNote = err.Error()
+	}
+	rep.dbSize, rep.walSize = fileSize(dbPath), fileSize(dbPath+"-wal")
+	err = srv.close()
+	log := srv.stderr.suffix()
+	srv = nil
+	if err != nil {
+		return fmt.Errorf("stop server: %w%s", err, log)
+	}
+	return rep.write(stdout)
+}
+
+// selected reports whether the operation called name is to be measured.
+func (c config) selected(name string) bool { return c.only == nil || c.only.MatchString(name) }
+
+// ops are the measured calls, in order. Writes use new keys; reads and
+// updates pick seeded records this project sees.
+func ops(c *corpus, cfg config) []op {
+	r := rand.New(rand.NewSource(cfg.seed + 7))
+	var visible []int
+	for i := range cfg.n {
+		if other, _, _, _ := c.name(i); !other {
+			visible = append(visible, i)
+		}
+	}
+	pick := func() (string, memory.Type) {
+		_, _, t, key := c.name(visible[r.Intn(len(visible))])
+		return key, t
+	}
+	return []op{
+		{name: "memory_write (working/episodic, no file)", tool: "memory_write", args: func(i int) map[string]any {
+			t := []memory.Type{memory.Working, memory.Episodic}[i%2]
+			return map[string]any{"type": t, "key": fmt.Sprintf("bench-note-%d", i), "body": c.body(t),
+				"description": c.description(), "tags": c.tags(), "session_id": "bench-session"}
+		}},
+		{name: "memory_write (semantic, writes a file)", tool: "memory_write", settle: true, args: func(i int) map[string]any {
+			return map[string]any{"type": memory.Semantic, "key": fmt.Sprintf("bench-fact-%d", i), "body": c.body(memory.Semantic),
+				"description": c.description(), "tags": c.tags(), "confidence": 0.7}
+		}},
+		{name: "memory_update (body)", tool: "memory_update", settle: true, args: func(i int) map[string]any {
+			key, t := pick()
+			return map[string]any{"key": key, "type": t, "body": c.body(t)}
+		}},
+		{name: "memory_read (key)", tool: "memory_read", args: func(i int) map[string]any {
+			key, t := pick()
+			return map[string]any{"key": key, "type": t}
+		}},
+		{name: "memory_read (woven recall)", tool: "memory_read", args: func(i int) map[string]any {
+			return map[string]any{}
+		}},
+		{name: "memory_read (woven recall, query)", tool: "memory_read", args: func(i int) map[string]any {
+			return map[string]any{"query": c.query()}
+		}},
+		{name: "memory_search", tool: "memory_search", args: func(i int) map[string]any {
+			return map[string]any{"query": c.query()}
+		}},
+		{name: "memory_list (first page)", tool: "memory_list", args: func(i int) map[string]any {
+			return map[string]any{}
+		}},
+	}
+}
+
+// findServer returns the memory-mcp binary to measure: -server, else one
+// beside this command, else a fresh build of this module's.
+func findServer(ctx context.Context, flagPath, tmp string, stderr io.Writer) (string, error) {
+	name := "memory-mcp"
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	if flagPath != "" {
+		p, err := filepath.Abs(flagPath)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("-server: %w", err)
+		}
+		return p, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	out := filepath.Join(tmp, "bin", name)
+	fmt.Fprintln(stderr, "memory-bench: building memory-mcp")
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, "prom.codes/memory-mcp/cmd/memory-mcp")
+	build.Stdout, build.Stderr = stderr, stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build memory-mcp (run from inside the module, or pass -server): %w", err)
+	}
+	return out, nil
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}

@@ -1,0 +1,555 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"prom.codes/memory-mcp/scope"
+)
+
+// The benchmarks measure every hot path of the store at three sizes. Each
+// size's database is built once per test binary, with a corpus of realistic
+// text (see benchCorpus), and reused: read-only benchmarks open the cached
+// file itself, writing ones a copy in b.TempDir. With -short the largest size
+// is skipped, so `go test -short -bench .` stays quick. Compare runs with
+// benchstat.
+
+// benchSizes are the record counts every hot path is measured at.
+var benchSizes = []int{1_000, 10_000, 100_000}
+
+// benchSeed fixes the corpus, so runs compare.
+const benchSeed = 1
+
+// benchCache holds one populated database per size, built on first use and
+// removed by TestMain.
+var benchCache = struct {
+	sync.Mutex
+	dir   string
+	paths map[int]string
+}{paths: map[int]string{}}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchCache.dir != "" {
+		os.RemoveAll(benchCache.dir)
+	}
+	os.Exit(code)
+}
+
+// benchProjects are the workspaces of the corpus: most project records are
+// the benchmarked workspace's, the rest another's, as in a database that
+// several repositories share.
+var benchProjects = [2]Project{
+	{ID: scope.IdentityOf("/bench/workspace")},
+	{ID: scope.IdentityOf("/bench/other")},
+}
+
+// benchCorpus makes records of realistic text: every word is drawn by
+// Zipf's law from a vocabulary of a few thousand, stop-words at its head, as
+// in real prose, so that term frequencies, and so the work of a full-text
+// search, look like those of a real memory store: the commonest searchable
+// words turn up in about a third of the records, most in a few percent or
+// less. Record i's name (scope, type, key) depends on i alone, so a
+// benchmark can address any record of the cached databases without them;
+// its text comes from the random stream seeded at construction.
+type benchCorpus struct {
+	r     *rand.Rand
+	zipf  *rand.Zipf
+	vocab []string
+	stops int // vocab[:stops] are stop-words
+}
+
+// benchVocab is how many distinct words the corpus draws from.
+const benchVocab = 4500
+
+// benchStops head the vocabulary in about their order of frequency in
+// English; the search drops them from queries.
+const benchStops = `the of and to a in is it that for on with as be this by are or not from at we
+if when then can should will you`
+
+// techWords follow, so the commonest searchable terms read like a code
+// base's; invented words make up the long tail.
+const techWords = `test tests build deploy release database migration schema service server client api
+config configuration flag env environment variable secret token auth login user users session cache
+queue worker job cron retry timeout error errors log logs logging metric metrics trace alert alerts
+docker image container kubernetes cluster node pod helm terraform module package dependency version
+branch commit merge rebase review pull request ci pipeline lint format vet race fuzz benchmark
+integration unit e2e fixture mock stub golden snapshot coverage flaky slow fast cold warm
+go python typescript rust sql sqlite postgres redis kafka grpc http json yaml toml markdown
+file files directory path paths root workspace project repo repository monorepo script scripts
+make makefile command commands shell bash terminal editor ide agent prompt model context memory
+index search query rank score field column table row rows key keys value values type types
+handler middleware router endpoint request response status header body payload stream frame
+frontend backend ui css html component page layout style theme button form input validation
+date time zone clock timestamp duration interval deadline cancel signal shutdown restart start
+install upgrade downgrade rollback backup restore replica primary leader follower use run
+storage disk cpu latency throughput load pressure limit quota budget cost price billing
+customer tenant account team owner reviewer maintainer policy rule rules convention style guide
+doc docs readme changelog license issue bug fix feature refactor cleanup rename move delete`
+
+// newBenchCorpus returns a corpus whose text is seeded with seed. The
+// vocabulary, and so every record's name, is the same whatever the seed.
+func newBenchCorpus(seed int64) *benchCorpus {
+	text := rand.New(rand.NewSource(seed))
+	c := &benchCorpus{r: text, zipf: rand.NewZipf(text, 1.07, 2, benchVocab-1)}
+	r := rand.New(rand.NewSource(benchSeed))
+	seen := map[string]bool{}
+	add := func(w string) {
+		if !seen[w] {
+			seen[w] = true
+			c.vocab = append(c.vocab, w)
+		}
+	}
+	for _, w := range strings.Fields(benchStops) {
+		add(w)
+	}
+	c.stops = len(c.vocab)
+	for _, w := range strings.Fields(techWords) {
+		if !stopWords[w] {
+			add(w)
+		}
+	}
+	onsets := strings.Fields("b c d f g h k l m n p r s t v w z br cr dr fl gr pl pr sk sl sp st tr ch sh th")
+	vowels := strings.Fields("a e i o u ai ea ee io oa ou")
+	codas := []string{"", "", "", "n", "r", "s", "t", "l", "x", "m", "nd", "st"}
+	for len(c.vocab) < benchVocab {
+		var b strings.Builder
+		for range 2 + r.Intn(2) {
+			b.WriteString(onsets[r.Intn(len(onsets))])
+			b.WriteString(vowels[r.Intn(len(vowels))])
+		}
+		b.WriteString(codas[r.Intn(len(codas))])
+		if w := b.String(); !stopWords[w] {
+			add(w)
+		}
+	}
+	return c
+}
+
+// mix is splitmix64: a well-spread hash of i, for choices that must depend
+// on the record number alone.
+func mix(seed int64, i int) uint64 {
+	z := uint64(seed)*0x9e3779b97f4a7c15 + uint64(i)*0xbf58476d1ce4e5b9
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// name is record i's project, scope, type and key. Of the records, 85% are
+// project-scoped (one in eight of those in the other workspace), 10% system
+// and 5% workspace; 35% are semantic, 15% procedural, 30% episodic and 20%
+// working.
+func (c *benchCorpus) name(i int) (Project, scope.Level, Type, string) {
+	h := mix(benchSeed, i)
+	p, lvl := benchProjects[0], scope.Project
+	switch s := h % 100; {
+	case s < 10:
+		lvl = scope.System
+	case s < 15:
+		lvl = scope.Workspace
+	case s < 26:
+		p = benchProjects[1]
+	}
+	var t Type
+	switch u := (h >> 8) % 100; {
+	case u < 35:
+		t = Semantic
+	case u < 50:
+		t = Procedural
+	case u < 80:
+		t = Episodic
+	default:
+		t = Working
+	}
+	a := c.vocab[c.stops+int((h>>16)%1000)]
+	b := c.vocab[c.stops+int((h>>32)%uint64(benchVocab-c.stops))]
+	return p, lvl, t, a + "-" + b + "-" + strconv.Itoa(i)
+}
+
+// word is one word of running text.
+func (c *benchCorpus) word() string { return c.vocab[c.zipf.Uint64()] }
+
+// term is a word worth searching for, as frequent as in the text.
+func (c *benchCorpus) term() string {
+	for {
+		if i := int(c.zipf.Uint64()); i >= c.stops {
+			return c.vocab[i]
+		}
+	}
+}
+
+// text is about n words of prose in sentences.
+func (c *benchCorpus) text(n int) string {
+	var b strings.Builder
+	next := 6 + c.r.Intn(10)
+	for i := range n {
+		w := c.word()
+		if i == 0 {
+			w = strings.ToUpper(w[:1]) + w[1:]
+		} else {
+			b.WriteByte(' ')
+		}
+		b.WriteString(w)
+		if next--; next == 0 || i == n-1 {
+			b.WriteByte('.')
+			next = 6 + c.r.Intn(10)
+		}
+	}
+	return b.String()
+}
+
+// steps is a numbered procedure of about n words.
+func (c *benchCorpus) steps(n int) string {
+	var b strings.Builder
+	for i := 1; n > 0; i++ {
+		k := 5 + c.r.Intn(8)
+		fmt.Fprintf(&b, "%d. %s\n", i, c.text(k))
+		n -= k
+	}
+	return b.String()
+}
+
+// write is record i, with fresh text.
+func (c *benchCorpus) write(i int) (Project, Write) {
+	p, lvl, t, key := c.name(i)
+	w := Write{Scope: lvl, Type: t, Key: key, Description: c.text(5 + c.r.Intn(8)), Source: FromTool}
+	switch t {
+	case Semantic:
+		w.Body = c.text(15 + c.r.Intn(45))
+		conf := 0.3 + float64(c.r.Intn(66))/100
+		w.Confidence = &conf
+	case Procedural:
+		w.Body = c.steps(30 + c.r.Intn(90))
+	case Episodic:
+		w.Body = c.text(60 + c.r.Intn(190))
+		w.SessionID = "session-" + strconv.Itoa(i/8)
+	case Working:
+		w.Body = c.text(10 + c.r.Intn(70))
+	}
+	for range c.r.Intn(4) {
+		w.Tags = append(w.Tags, c.vocab[c.stops+c.r.Intn(60)])
+	}
+	return p, w
+}
+
+// queryFillers are the stop-words between a query's searchable words.
+var queryFillers = strings.Fields("the a of to and in for with on")
+
+// query is a question in plain words, 4 to 6 of them worth searching for,
+// drawn from the same distribution as the text.
+func (c *benchCorpus) query() string {
+	words := []string{"how", "do", "we"}
+	for k := 4 + c.r.Intn(3); k > 0; k-- {
+		if c.r.Intn(3) == 0 {
+			words = append(words, queryFillers[c.r.Intn(len(queryFillers))])
+		}
+		words = append(words, c.term())
+	}
+	return strings.Join(words, " ")
+}
+
+// populate writes records 0..n-1 through the store's one write path,
+// validation and secret scan included, in a few big transactions: Put
+// commits each record on its own, which at 100,000 records costs minutes.
+func populate(ctx context.Context, s *Store, c *benchCorpus, n int) error {
+	const batch = 10_000
+	for start := 0; start < n; start += batch {
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			for i := start; i < min(start+batch, n); i++ {
+				p, w := c.write(i)
+				if err := validate(&w); err != nil {
+					return fmt.Errorf("record %d: %w", i, err)
+				}
+				if _, _, err := s.put(ctx, tx, p, w, ""); err != nil {
+					return fmt.Errorf("record %d: %w", i, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchDB returns the path of the cached database of n records, building it
+// on first use.
+func benchDB(b *testing.B, n int) string {
+	b.Helper()
+	benchCache.Lock()
+	defer benchCache.Unlock()
+	if p, ok := benchCache.paths[n]; ok {
+		return p
+	}
+	if benchCache.dir == "" {
+		dir, err := os.MkdirTemp("", "memory-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchCache.dir = dir
+	}
+	path := filepath.Join(benchCache.dir, strconv.Itoa(n), "memory.db")
+	start := time.Now()
+	s, err := Open(context.Background(), path, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := populate(context.Background(), s, newBenchCorpus(benchSeed), n); err != nil {
+		s.Close()
+		b.Fatal(err)
+	}
+	// Closing checkpoints the WAL into the file, so a copy of the file
+	// alone is the whole database.
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("built a database of %d records in %v", n, time.Since(start).Round(time.Millisecond))
+	benchCache.paths[n] = path
+	return path
+}
+
+// openBench opens the cached database of n records for reading.
+func openBench(b *testing.B, n int) *Store {
+	b.Helper()
+	s, err := Open(context.Background(), benchDB(b, n), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// openBenchCopy opens a private copy of the database of n records, for
+// benchmarks that write.
+func openBenchCopy(b *testing.B, n int) *Store {
+	b.Helper()
+	src := benchDB(b, n)
+	dst := filepath.Join(b.TempDir(), "memory.db")
+	for _, suffix := range []string{"", "-wal"} {
+		if err := copyFile(src+suffix, dst+suffix); err != nil && !os.IsNotExist(err) {
+			b.Fatal(err)
+		}
+	}
+	s, err := Open(context.Background(), dst, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// eachSize runs fn as a sub-benchmark n=<size> for every size; -short skips
+// the largest.
+func eachSize(b *testing.B, fn func(b *testing.B, n int)) {
+	for _, n := range benchSizes {
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			if testing.Short() && n > 10_000 {
+				b.Skip("-short: skipping the largest size")
+			}
+			fn(b, n)
+		})
+	}
+}
+
+// measure times op(0..b.N-1) after one untimed call, op(b.N), which loads
+// what a first call loads (the database's pages, mostly). When b.N calls
+// at the speed of that one would take over half a minute, or that one
+// takes longer itself, it skips instead: such a run says nothing that one
+// call does not, and the log says how slow that was.
+func measure(b *testing.B, op func(ctx context.Context, i int) error) {
+	b.Helper()
+	const limit = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	start := time.Now()
+	err := op(ctx, b.N)
+	took, timedOut := time.Since(start), ctx.Err() != nil
+	cancel()
+	if timedOut {
+		b.Skipf("one call took over %v", limit)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	if took*time.Duration(b.N) > limit {
+		b.Skipf("one call took %v; not running %d of them", took.Round(time.Millisecond), b.N)
+	}
+	ctx = context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := op(ctx, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// picks is a random sequence of record numbers below n to cycle through.
+func picks(n int) []int {
+	r := rand.New(rand.NewSource(benchSeed))
+	out := make([]int, 4096)
+	for i := range out {
+		out[i] = r.Intn(n)
+	}
+	return out
+}
+
+// BenchmarkPutNew writes a project fact under a new key: validation, the
+// secret scan, the conflict check, the row and its full-text entry, one
+// commit.
+func BenchmarkPutNew(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBenchCopy(b, n)
+		c := newBenchCorpus(benchSeed + 1)
+		ws := make([]Write, b.N+1)
+		for i := range ws {
+			_, w := c.write(n + i)
+			w.Scope, w.Type, w.Key = scope.Project, Semantic, "fresh-"+strconv.Itoa(i)
+			ws[i] = w
+		}
+		measure(b, func(ctx context.Context, i int) error {
+			_, created, err := s.Put(ctx, benchProjects[0], ws[i])
+			if err == nil && !created {
+				err = fmt.Errorf("%s was not new", ws[i].Key)
+			}
+			return err
+		})
+	})
+}
+
+// BenchmarkPutExisting rewrites an existing record with a new body: the
+// row is updated and its full-text entry replaced.
+func BenchmarkPutExisting(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBenchCopy(b, n)
+		c := newBenchCorpus(benchSeed + 1)
+		idx := picks(n)
+		ps, ws := make([]Project, b.N+1), make([]Write, b.N+1)
+		for i := range ws {
+			ps[i], ws[i] = c.write(idx[i%len(idx)])
+			ws[i].Body += " Revision " + strconv.Itoa(i) + "."
+		}
+		measure(b, func(ctx context.Context, i int) error {
+			_, created, err := s.Put(ctx, ps[i], ws[i])
+			if err == nil && created {
+				err = fmt.Errorf("%s was new", ws[i].Key)
+			}
+			return err
+		})
+	})
+}
+
+// BenchmarkUpdate patches the body of a record found by key and type,
+// resolved through the scope chain.
+func BenchmarkUpdate(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBenchCopy(b, n)
+		c := newBenchCorpus(benchSeed)
+		idx := picks(n)
+		measure(b, func(ctx context.Context, i int) error {
+			p, _, t, key := c.name(idx[i%len(idx)])
+			body := "Patched body, revision " + strconv.Itoa(i) + ": run make test before a release."
+			_, err := s.Update(ctx, p, Selector{Key: key, Type: t}, Patch{Body: &body})
+			return err
+		})
+	})
+}
+
+// BenchmarkGet reads one record in full by key and type, resolved through
+// the scope chain, and counts the use (a write).
+func BenchmarkGet(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBenchCopy(b, n)
+		c := newBenchCorpus(benchSeed)
+		idx := picks(n)
+		measure(b, func(ctx context.Context, i int) error {
+			p, _, t, key := c.name(idx[i%len(idx)])
+			_, err := s.Get(ctx, p.ID, Selector{Key: key, Type: t})
+			return err
+		})
+	})
+}
+
+// BenchmarkSearch ranks the records matching a natural-language question of
+// four to six searchable words.
+func BenchmarkSearch(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBench(b, n)
+		c := newBenchCorpus(benchSeed + 2)
+		qs := make([]string, 64)
+		for i := range qs {
+			qs[i] = c.query()
+		}
+		measure(b, func(ctx context.Context, i int) error {
+			_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
+			return err
+		})
+	})
+}
+
+// BenchmarkList reads the first page of the effective records.
+func BenchmarkList(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBench(b, n)
+		measure(b, func(ctx context.Context, _ int) error {
+			rs, _, err := s.List(ctx, benchProjects[0].ID, ListOptions{})
+			if err == nil && len(rs) == 0 {
+				err = fmt.Errorf("empty list")
+			}
+			return err
+		})
+	})
+}
+
+// BenchmarkEffective is the recall block's read: the head of the effective
+// facts and procedures in weave order, 400 of each at most.
+func BenchmarkEffective(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBench(b, n)
+		types := []Type{Semantic, Procedural}
+		measure(b, func(ctx context.Context, _ int) error {
+			rs, err := s.Effective(ctx, benchProjects[0].ID, types, 400)
+			if err == nil && len(rs) == 0 {
+				err = fmt.Errorf("nothing effective")
+			}
+			return err
+		})
+	})
+}
+
+// BenchmarkCount counts the effective facts, as every recall does.
+func BenchmarkCount(b *testing.B) {
+	eachSize(b, func(b *testing.B, n int) {
+		s := openBench(b, n)
+		measure(b, func(ctx context.Context, _ int) error {
+			_, err := s.Count(ctx, benchProjects[0].ID, Semantic)
+			return err
+		})
+	})
+}
