@@ -336,6 +336,10 @@ func hash(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// errReplaced is readRegular's error for a file that is no longer the one
+// that was listed: something was renamed over it meanwhile.
+var errReplaced = errors.New("the file changed while it was being read")
+
 // readRegular reads name, which lstat said is the regular file fi. The
 // file opened must be that same file: if name was swapped for a symlink in
 // between, the read is refused rather than followed.
@@ -350,7 +354,7 @@ func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
 		return nil, err
 	}
 	if !got.Mode().IsRegular() || !os.SameFile(fi, got) {
-		return nil, errors.New("the file changed while it was being read")
+		return nil, errReplaced
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 	if err != nil {

@@ -300,6 +300,18 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		return nil
 	}
 	data, err := readRegular(r, name, fi)
+	if errors.Is(err, errReplaced) {
+		// Another writer renamed a new version over it since the listing:
+		// look at that one instead; it is what the file is now.
+		nfi, lerr := r.Lstat(name)
+		if errors.Is(lerr, fs.ErrNotExist) {
+			s.retry = true // gone meanwhile: the next sync settles it
+			return nil
+		}
+		if lerr == nil {
+			return s.look(r, name, stem, nfi)
+		}
+	}
 	if err != nil {
 		s.problem(name, stem, size, mtime, false, fmt.Sprintf("read: %v", err))
 		return nil
