@@ -20,6 +20,7 @@ import (
 type SearchOptions struct {
 	Query    string
 	Type     Type
+	Types    []Type // a hit has one of them, when given
 	Scope    *scope.Level
 	Tags     []string // a hit carries every one of them
 	Since    time.Time
@@ -74,6 +75,15 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if opts.Type != "" {
 		where += ` AND r.type = @type`
 		args = append(args, sql.Named("type", string(opts.Type)))
+	}
+	if len(opts.Types) > 0 {
+		in := make([]string, len(opts.Types))
+		for i, t := range opts.Types {
+			n := fmt.Sprintf("type%d", i)
+			in[i] = "@" + n
+			args = append(args, sql.Named(n, string(t)))
+		}
+		where += ` AND r.type IN (` + strings.Join(in, ", ") + `)`
 	}
 	if opts.Scope != nil {
 		where += ` AND r.scope = @scope`

@@ -444,3 +444,19 @@ func TestCaptureStrengthensHandWrittenFact(t *testing.T) {
 		t.Fatalf("capture = %+v %v", res, err)
 	}
 }
+
+func TestSearchTypes(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, Write{Type: Semantic, Key: "fact", Body: "kafka topics are made by terraform"})
+	put(t, s, projA, Write{Type: Procedural, Key: "how", Body: "1. terraform apply for kafka"})
+	put(t, s, projA, Write{Type: Episodic, Key: "s1", Body: "we talked about kafka"})
+	hits, err := s.Search(ctx, projA.ID, SearchOptions{Query: "kafka", Types: []Type{Semantic, Procedural}})
+	if err != nil || len(hits) != 2 {
+		t.Fatalf("Search = %+v, %v; want the fact and the procedure", hits, err)
+	}
+	for _, h := range hits {
+		if h.Record.Type == Episodic {
+			t.Errorf("an episodic record passed the types filter")
+		}
+	}
+}

@@ -86,19 +86,19 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 	types = slices.DeleteFunc(slices.Clone(types), func(t memory.Type) bool { return t != memory.Semantic && t != memory.Procedural })
 	var relevant []memory.Record
 	if query != "" && len(memory.Terms(query)) > 0 {
-		for _, t := range types {
-			hits, err := a.store.Search(ctx, a.cfg.Project, memory.SearchOptions{Query: query, Type: t, Limit: 20})
-			if err != nil {
+		// One search over the woven types, not one per type: the full-text
+		// match is the cost.
+		hits, err := a.store.Search(ctx, a.cfg.Project, memory.SearchOptions{Query: query, Types: types, Limit: 40})
+		if err != nil {
+			return weave.Block{}, err
+		}
+		for _, h := range hits {
+			r, err := a.store.Peek(ctx, a.cfg.Project, memory.Selector{ID: h.Record.ID})
+			if err != nil && !errors.Is(err, memory.ErrNotFound) {
 				return weave.Block{}, err
 			}
-			for _, h := range hits {
-				r, err := a.store.Peek(ctx, a.cfg.Project, memory.Selector{ID: h.Record.ID})
-				if err != nil && !errors.Is(err, memory.ErrNotFound) {
-					return weave.Block{}, err
-				}
-				if err == nil {
-					relevant = append(relevant, r)
-				}
+			if err == nil {
+				relevant = append(relevant, r)
 			}
 		}
 	}
