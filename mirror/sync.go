@@ -312,6 +312,10 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 			return s.look(r, name, stem, nfi)
 		}
 	}
+	if errors.Is(err, fs.ErrNotExist) {
+		s.retry = true // deleted since the listing: the next sync settles it
+		return nil
+	}
 	if err != nil {
 		s.problem(name, stem, size, mtime, false, fmt.Sprintf("read: %v", err))
 		return nil

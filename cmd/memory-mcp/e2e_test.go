@@ -82,10 +82,15 @@ func (e env) command(args ...string) *exec.Cmd {
 // connect starts the binary and connects a real MCP client to it over stdio.
 func connect(t *testing.T, e env, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectClient(t, e, mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts))
+}
+
+// connectClient is connect for a client the test has set up itself.
+func connectClient(t *testing.T, e env, client *mcp.Client) *mcp.ClientSession {
+	t.Helper()
 	cmd := e.command()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, opts)
 	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr: %s", err, stderr.String())
