@@ -22,6 +22,9 @@ func (s *Store) Cached(ctx context.Context, p scope.Identity, name string) (stri
 // SetCached saves text under name for project p. It is derived data: losing
 // it costs a recomputation, nothing more.
 func (s *Store) SetCached(ctx context.Context, p scope.Identity, name, text string) error {
+	if old, ok, err := s.Cached(ctx, p, name); err == nil && ok && old == text {
+		return nil // no write transaction for nothing
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO cache (project, name, value) VALUES (?, ?, ?)
 			ON CONFLICT (project, name) DO UPDATE SET value = excluded.value`, string(p), name, text)

@@ -31,6 +31,13 @@ type Store struct {
 	path string
 	now  func() time.Time
 
+	// writing admits one write transaction of this process at a time.
+	// SQLite would serialize them anyway, but a writer that finds the
+	// lock taken sleeps in the busy handler for a millisecond or more;
+	// waiting here wakes it the moment the other commits. Other
+	// processes still meet the busy timeout.
+	writing chan struct{}
+
 	idMu   sync.Mutex
 	lastID [16]byte
 
@@ -83,7 +90,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, now: now}
+	s := &Store{db: db, path: path, now: now, writing: make(chan struct{}, 1)}
 	if err := s.setup(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))

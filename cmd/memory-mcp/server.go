@@ -179,7 +179,11 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 }
 
 // instructionsLoop loads the tokenizer, then keeps the saved instructions
-// current, one refresh at a time however many changes ask for one.
+// current. They are read only by servers starting later, so a burst of
+// changes makes one refresh once it has settled (refreshQuiet without a
+// change, or refreshMaxDelay after the first), not one per change: a
+// refresh reads the index and the counts, which would otherwise compete
+// with the calls that caused it.
 func (srv *server) instructionsLoop(ctx context.Context) {
 	srv.app.weaver.Preload()
 	for {
@@ -188,6 +192,35 @@ func (srv *server) instructionsLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-srv.kick:
+		}
+		if !settle(ctx, srv.kick, refreshQuiet, refreshMaxDelay) {
+			return
+		}
+	}
+}
+
+const (
+	refreshQuiet    = 250 * time.Millisecond
+	refreshMaxDelay = 2 * time.Second
+)
+
+// settle waits until quiet has passed without a signal on kick, or max
+// since it was called. It reports false if ctx ended first.
+func settle(ctx context.Context, kick <-chan struct{}, quiet, max time.Duration) bool {
+	deadline := time.NewTimer(max)
+	defer deadline.Stop()
+	idle := time.NewTimer(quiet)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return true
+		case <-idle.C:
+			return true
+		case <-kick:
+			idle.Reset(quiet)
 		}
 	}
 }
