@@ -190,6 +190,49 @@ func (s *Store) Mirrored(ctx context.Context, p scope.Identity) ([]Record, error
 	return queryRecords(ctx, s.db, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0 AND r.type IN ('semantic', 'procedural') ORDER BY r.key`, string(p))
 }
 
+// MirrorChanges is how project p's mirror state moved after a version.
+type MirrorChanges struct {
+	Version int64                // the version now
+	Changed map[string]FileState // by stem: written or rewritten since
+	Gone    []string             // stems no longer in the state
+}
+
+// MirrorChangesSince returns what changed in project p's mirror state after
+// version since, in any process, and the version that brings it to; since
+// < 0 returns the whole state as Changed. All of it is read in one
+// statement, so it is one consistent view.
+func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT 0, stem, size, mtime, hash, record_id FROM mirror_files WHERE project = @p AND v > @since
+		UNION ALL SELECT 1, stem, 0, 0, '', '' FROM mirror_gone WHERE project = @p AND v > @since AND @since >= 0
+		UNION ALL SELECT 2, '', version, 0, '', '' FROM mirror_versions WHERE project = @p`,
+		sql.Named("p", string(p)), sql.Named("since", since))
+	if err != nil {
+		return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
+	}
+	defer rows.Close()
+	out := MirrorChanges{Changed: map[string]FileState{}}
+	for rows.Next() {
+		var kind int
+		var st FileState
+		if err := rows.Scan(&kind, &st.Stem, &st.Size, &st.MTime, &st.Hash, &st.ID); err != nil {
+			return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
+		}
+		switch kind {
+		case 0:
+			out.Changed[st.Stem] = st
+		case 1:
+			out.Gone = append(out.Gone, st.Stem)
+		case 2:
+			out.Version = st.Size
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
+	}
+	return out, nil
+}
+
 // MirrorVersion returns a number that changes whenever project p's mirror
 // state does, in any process; a caller holding the state from MirrorState
 // at the same version can reuse it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
 	"runtime"
@@ -122,26 +123,87 @@ func (d *Dir) stopWatch() {
 }
 
 // unchanged reports whether a sync can be skipped: the directory is being
-// watched and nothing happened in it, no other process changed the mirror
-// state, and the last sync left nothing to retry. It then returns that
-// sync's problems again, since the files behind them are still there.
+// watched, the last sync left nothing to retry, and every file that an
+// event names or whose state another write moved (this process's own
+// writes, mostly) is on disk exactly as the state records it, or absent
+// from both. It then returns that sync's problems again, since the files
+// behind them are still there.
 func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity, now time.Time) (Report, bool) {
 	if d.watch == nil {
 		return Report{}, false
 	}
-	quiet, alive := d.watch.quiet()
+	names, known, alive := d.watch.changes()
 	if !alive {
 		d.stopWatch()
 		return Report{}, false
 	}
-	if !quiet || !d.clean || d.stateProject != p || d.exportDue(now) || d.check() != nil {
+	if !known || !d.clean || d.stateProject != p || d.exportDue(now) || d.check() != nil {
 		return Report{}, false
 	}
-	v, err := st.MirrorVersion(ctx, p)
-	if err != nil || v != d.stateVersion {
+	_, changed, whole, err := d.mirrorState(ctx, st, p)
+	if err != nil || whole {
 		return Report{}, false
+	}
+	look := make(map[string]bool, len(names)+len(changed))
+	for _, name := range names {
+		// Sync reads *.md files only, and never dotfiles (temporary files).
+		if stem, ok := strings.CutSuffix(name, ".md"); ok && stem != "" && !strings.HasPrefix(name, ".") {
+			look[stem] = true
+		}
+	}
+	for _, stem := range changed {
+		look[stem] = true
+	}
+	if len(look) > maxLooks {
+		return Report{}, false
+	}
+	if len(look) > 0 {
+		r, err := d.openRoot(false)
+		if err != nil {
+			return Report{}, false
+		}
+		defer r.Close()
+		for stem := range look {
+			if !d.asRecorded(r, stem) {
+				return Report{}, false
+			}
+		}
 	}
 	return Report{Problems: slices.Clone(d.lastProblems)}, true
+}
+
+// maxLooks is how many files unchanged checks one by one; more changes
+// than that (a checkout) are left to a full sync.
+const maxLooks = 64
+
+// asRecorded reports whether stem's file is what the state says: the same
+// size, mtime and content, or missing from both. A file refused before with
+// the same size and mtime counts as recorded too, since a sync would only
+// report it again. d.syncMu must be held.
+func (d *Dir) asRecorded(r *os.Root, stem string) bool {
+	name := stem + ".md"
+	old, known := d.state[stem]
+	fi, err := r.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		d.mu.Lock()
+		_, refused := d.problems[stem]
+		d.mu.Unlock()
+		return !known && !refused
+	}
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	size, mtime := fi.Size(), fi.ModTime().UnixNano()
+	if _, ok := d.knownProblem(stem, size, mtime); ok {
+		return true
+	}
+	if !known || old.Size != size || old.MTime != mtime {
+		return false
+	}
+	// Same size and mtime can hide a second write within the clock's
+	// resolution: compare the content too. These are few, recent files.
+	data, err := readRegular(r, name, fi)
+	return err == nil && hash(data) == old.Hash
 }
 
 type syncer struct {
@@ -184,7 +246,7 @@ func (s *syncer) run() error {
 			entries, listErr = list(r)
 		}
 	}()
-	s.state, err = s.d.mirrorState(s.ctx, s.st, s.p)
+	s.state, _, _, err = s.d.mirrorState(s.ctx, s.st, s.p)
 	<-listed
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", relDir, err)
@@ -206,25 +268,38 @@ func (s *syncer) run() error {
 	return s.export()
 }
 
-// mirrorState returns the store's mirror state for p, read again only when
-// its version has moved. The map is shared with later syncs: read it, never
-// write it. d.syncMu must be held.
-func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identity) (map[string]memory.FileState, error) {
-	v, err := st.MirrorVersion(ctx, p)
+// mirrorState returns the store's mirror state for p, brought up to date
+// with only the rows changed since the version last read, and the stems
+// that changed (all of them after a whole read, reported by whole). The
+// map is shared with later syncs: read it, never write it. d.syncMu must
+// be held.
+func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identity) (state map[string]memory.FileState, changed []string, whole bool, err error) {
+	since := int64(-1)
+	if d.state != nil && d.stateProject == p {
+		since = d.stateVersion
+	}
+	ch, err := st.MirrorChangesSince(ctx, p, since)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
-	if d.state != nil && d.stateProject == p && d.stateVersion == v {
-		return d.state, nil
+	if since < 0 {
+		d.state, d.stateProject, d.stateVersion = ch.Changed, p, ch.Version
+		return d.state, nil, true, nil
 	}
-	state, err := st.MirrorState(ctx, p)
-	if err != nil {
-		return nil, err
+	if ch.Version == since {
+		return d.state, nil, false, nil
 	}
-	// The version was read first, so the state is at least that new; a
-	// change in between only costs one more read next time.
-	d.state, d.stateProject, d.stateVersion = state, p, v
-	return state, nil
+	state = maps.Clone(d.state)
+	for stem, fs := range ch.Changed {
+		state[stem] = fs
+		changed = append(changed, stem)
+	}
+	for _, stem := range ch.Gone {
+		delete(state, stem)
+		changed = append(changed, stem)
+	}
+	d.state, d.stateVersion = state, ch.Version
+	return state, changed, false, nil
 }
 
 // list reads the directory, sorted by name so that imports, reports and
@@ -400,6 +475,22 @@ func (s *syncer) lastStems() map[string]string {
 
 func (s *syncer) imports() error {
 	lastStem := s.lastStems()
+	// Renamed files first: a file renamed away from a stem and a new file
+	// at that stem (git mv, then a new file under the old name) must move
+	// the record before the new file claims the key.
+	moved := func(c candidate) bool {
+		last := lastStem[c.rec.ID]
+		return c.rec.ID != "" && last != "" && last != c.fs.Stem
+	}
+	slices.SortStableFunc(s.cands, func(a, b candidate) int {
+		switch ma, mb := moved(a), moved(b); {
+		case ma && !mb:
+			return -1
+		case mb && !ma:
+			return 1
+		}
+		return 0
+	})
 	for _, c := range s.cands {
 		stem := c.fs.Stem
 		name := stem + ".md"

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"bytes"
 	"errors"
 	"syscall"
 	"unsafe"
@@ -31,33 +32,49 @@ func newWatch(dir string) *watch {
 	return &watch{fd: fd}
 }
 
-// quiet drains pending events and reports whether there were none. After
-// an event that ends the watch (the directory deleted or moved, the queue
-// overflowed) it reports false; the caller must then close it and start a
-// new one.
-func (w *watch) quiet() (quiet, alive bool) {
+// changes drains pending events and returns the names of the files they
+// concern, each once. known is false when that cannot be told: the queue
+// overflowed, the directory itself was deleted or moved, or more names came
+// than are worth looking at one by one. alive is false when the watch has
+// ended; the caller must then close it and start a new one.
+func (w *watch) changes() (names []string, known, alive bool) {
 	var buf [4096]byte
-	quiet, alive = true, true
+	known, alive = true, true
+	seen := map[string]bool{}
 	for {
 		n, err := syscall.Read(w.fd, buf[:])
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
 		if errors.Is(err, syscall.EAGAIN) {
-			return quiet, alive
+			return names, known, alive
 		}
 		if err != nil || n <= 0 {
-			return false, false
+			return nil, false, false
 		}
-		quiet = false
 		for off := 0; off+syscall.SizeofInotifyEvent <= n; {
 			ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
 			if ev.Mask&(syscall.IN_Q_OVERFLOW|syscall.IN_IGNORED|syscall.IN_DELETE_SELF|syscall.IN_MOVE_SELF) != 0 {
-				alive = false
+				known, alive = false, false
 			}
-			off += syscall.SizeofInotifyEvent + int(ev.Len)
+			start := off + syscall.SizeofInotifyEvent
+			end := min(start+int(ev.Len), n)
+			if name := string(bytes.TrimRight(buf[start:end], "\x00")); name != "" && known && !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+				if len(names) > maxWatchNames {
+					known = false
+				}
+			}
+			off = start + int(ev.Len)
+		}
+		if !known {
+			names = nil
 		}
 	}
 }
+
+// maxWatchNames bounds the names changes collects.
+const maxWatchNames = 256
 
 func (w *watch) close() { syscall.Close(w.fd) }

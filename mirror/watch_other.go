@@ -6,6 +6,6 @@ package mirror
 // sync scans.
 type watch struct{}
 
-func newWatch(string) *watch       { return nil }
-func (*watch) quiet() (bool, bool) { return false, false }
-func (*watch) close()              {}
+func newWatch(string) *watch                   { return nil }
+func (*watch) changes() ([]string, bool, bool) { return nil, false, false }
+func (*watch) close()                          {}
