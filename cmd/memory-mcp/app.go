@@ -111,10 +111,11 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 		total += n
 	}
 	// Read the head of each type's order, and more only when the block
-	// took all of a type that had more: most blocks fill up on a few
-	// dozen records, and reading bodies costs more than weaving them.
+	// took all of a type that had more: reading bodies costs more than
+	// weaving them, and a block fills up on about one record per hundred
+	// tokens of its budget.
 	var b weave.Block
-	for limit := 48; ; limit *= 4 {
+	for limit := max(8, maxTokens/96); ; limit *= 4 {
 		recs, err := a.store.Effective(ctx, a.cfg.Project, types, limit)
 		if err != nil {
 			return weave.Block{}, err
