@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -26,6 +25,7 @@ type SearchOptions struct {
 	Since    time.Time
 	Limit    int // default 10, at most 100
 	MinScore float64
+	Bodies   bool // hits keep their records' bodies
 }
 
 // Hit is one search result. Its Record has no body; Preview is the part of
@@ -142,48 +142,56 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		for i, c := range chunk {
 			ids[i] = strconv.FormatInt(c.rowid, 10)
 		}
+		// The filters and the read are one statement: a row another
+		// process deleted since the match, or whose rowid SQLite gave to
+		// a new record of another project, is either read as it is now
+		// and passes, or not read at all.
 		pass, err := s.passing(ctx, `r.rowid IN (`+strings.Join(ids, ",")+`) AND `+where, args)
 		if err != nil {
 			return nil, fmt.Errorf("search: %w", err)
 		}
 		for _, c := range chunk {
-			if !pass[c.rowid] || len(hits) == limit {
+			r, ok := pass[c.rowid]
+			if !ok || len(hits) == limit {
 				continue
-			}
-			// Another process may have deleted the row since the filter
-			// passed it, and SQLite may even have given its rowid to a new
-			// record of another project: fetch it only if it still passes.
-			r, err := getOne(ctx, s.db, `WHERE r.rowid = @rowid AND `+where, append(args, sql.Named("rowid", c.rowid))...)
-			if errors.Is(err, ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("search: %w", err)
 			}
 			h := Hit{Record: r, Score: c.score, Preview: preview(r, terms)}
-			h.Record.Body = ""
+			if !opts.Bodies {
+				h.Record.Body = ""
+			}
 			hits = append(hits, h)
 		}
 	}
 	return hits, nil
 }
 
-// passing returns the rowids of the records that meet where.
-func (s *Store) passing(ctx context.Context, where string, args []any) (map[int64]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid FROM records r WHERE `+where, args...)
+// passing returns the records that meet where, by rowid.
+func (s *Store) passing(ctx context.Context, where string, args []any) (map[int64]Record, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, `+cols+` FROM records r WHERE `+where, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	pass := map[int64]bool{}
+	pass := map[int64]Record{}
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id); err != nil {
+		r, err := scanRecord(withRowid{rows, &id})
+		if err != nil {
 			return nil, err
 		}
-		pass[id] = true
+		pass[id] = r
 	}
 	return pass, rows.Err()
+}
+
+// withRowid scans a row whose first column is the rowid, then a record.
+type withRowid struct {
+	rows  *sql.Rows
+	rowid *int64
+}
+
+func (w withRowid) Scan(dest ...any) error {
+	return w.rows.Scan(append([]any{w.rowid}, dest...)...)
 }
 
 // bm25 scores one row from FTS4's matchinfo 'pcnalx' blob.

@@ -320,6 +320,10 @@ func TestSearchRanksRareWords(t *testing.T) {
 	if hits[0].Score <= 0 || hits[0].Score > 1 || hits[0].Record.Body != "" || !strings.Contains(hits[0].Preview, "migrations") {
 		t.Errorf("hit = %+v", hits[0])
 	}
+	hits, err = s.Search(ctx, projA.ID, SearchOptions{Query: "database migrations", Bodies: true})
+	if err != nil || len(hits) == 0 || hits[0].Record.Body != "Database migrations are applied with goose before the tests run." {
+		t.Fatalf("search with bodies = %+v %v", hits, err)
+	}
 	// Stemming: "deploying" finds "Deploys".
 	hits, err = s.Search(ctx, projA.ID, SearchOptions{Query: "deploying"})
 	if err != nil || len(hits) != 1 || hits[0].Record.Key != "deploys" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -88,18 +87,12 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 	if query != "" && len(memory.Terms(query)) > 0 {
 		// One search over the woven types, not one per type: the full-text
 		// match is the cost.
-		hits, err := a.store.Search(ctx, a.cfg.Project, memory.SearchOptions{Query: query, Types: types, Limit: 40})
+		hits, err := a.store.Search(ctx, a.cfg.Project, memory.SearchOptions{Query: query, Types: types, Limit: 40, Bodies: true})
 		if err != nil {
 			return weave.Block{}, err
 		}
 		for _, h := range hits {
-			r, err := a.store.Peek(ctx, a.cfg.Project, memory.Selector{ID: h.Record.ID})
-			if err != nil && !errors.Is(err, memory.ErrNotFound) {
-				return weave.Block{}, err
-			}
-			if err == nil {
-				relevant = append(relevant, r)
-			}
+			relevant = append(relevant, h.Record)
 		}
 	}
 	total := 0
