@@ -9,17 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
 	"prom.codes/memory-mcp/scope"
 )
 
 // The benchmarks measure every hot path of the store at three sizes. Each
-// size's database is built once per test binary, with a corpus of realistic
-// text (see benchCorpus), and reused: read-only benchmarks open the cached
+// size's database is built once per test binary, with records of realistic
+// text (see benchWrite), and reused: read-only benchmarks open the cached
 // file itself, writing ones a copy in b.TempDir. With -short the largest size
 // is skipped, so `go test -short -bench .` stays quick. Compare runs with
 // benchstat.
@@ -27,7 +27,7 @@ import (
 // benchSizes are the record counts every hot path is measured at.
 var benchSizes = []int{1_000, 10_000, 100_000}
 
-// benchSeed fixes the corpus, so runs compare.
+// benchSeed fixes the records' names and text, so runs compare.
 const benchSeed = 1
 
 // benchCache holds one populated database per size, built on first use and
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// benchProjects are the workspaces of the corpus: most project records are
+// benchProjects are the workspaces of the records: most project records are
 // the benchmarked workspace's, the rest another's, as in a database that
 // several repositories share.
 var benchProjects = [2]Project{
@@ -54,103 +54,13 @@ var benchProjects = [2]Project{
 	{ID: scope.IdentityOf("/bench/other")},
 }
 
-// benchCorpus makes records of realistic text: every word is drawn by
-// Zipf's law from a vocabulary of a few thousand, stop-words at its head, as
-// in real prose, so that term frequencies, and so the work of a full-text
-// search, look like those of a real memory store: the commonest searchable
-// words turn up in about a third of the records, most in a few percent or
-// less. Record i's name (scope, type, key) depends on i alone, so a
-// benchmark can address any record of the cached databases without them;
-// its text comes from the random stream seeded at construction.
-type benchCorpus struct {
-	r     *rand.Rand
-	zipf  *rand.Zipf
-	vocab []string
-	stops int // vocab[:stops] are stop-words
-}
-
-// benchVocab is how many distinct words the corpus draws from.
-const benchVocab = 4500
-
-// benchStops head the vocabulary in about their order of frequency in
-// English; the search drops them from queries.
-const benchStops = `the of and to a in is it that for on with as be this by are or not from at we
-if when then can should will you`
-
-// techWords follow, so the commonest searchable terms read like a code
-// base's; invented words make up the long tail.
-const techWords = `test tests build deploy release database migration schema service server client api
-config configuration flag env environment variable secret token auth login user users session cache
-queue worker job cron retry timeout error errors log logs logging metric metrics trace alert alerts
-docker image container kubernetes cluster node pod helm terraform module package dependency version
-branch commit merge rebase review pull request ci pipeline lint format vet race fuzz benchmark
-integration unit e2e fixture mock stub golden snapshot coverage flaky slow fast cold warm
-go python typescript rust sql sqlite postgres redis kafka grpc http json yaml toml markdown
-file files directory path paths root workspace project repo repository monorepo script scripts
-make makefile command commands shell bash terminal editor ide agent prompt model context memory
-index search query rank score field column table row rows key keys value values type types
-handler middleware router endpoint request response status header body payload stream frame
-frontend backend ui css html component page layout style theme button form input validation
-date time zone clock timestamp duration interval deadline cancel signal shutdown restart start
-install upgrade downgrade rollback backup restore replica primary leader follower use run
-storage disk cpu latency throughput load pressure limit quota budget cost price billing
-customer tenant account team owner reviewer maintainer policy rule rules convention style guide
-doc docs readme changelog license issue bug fix feature refactor cleanup rename move delete`
-
-// newBenchCorpus returns a corpus whose text is seeded with seed. The
-// vocabulary, and so every record's name, is the same whatever the seed.
-func newBenchCorpus(seed int64) *benchCorpus {
-	text := rand.New(rand.NewSource(seed))
-	c := &benchCorpus{r: text, zipf: rand.NewZipf(text, 1.07, 2, benchVocab-1)}
-	r := rand.New(rand.NewSource(benchSeed))
-	seen := map[string]bool{}
-	add := func(w string) {
-		if !seen[w] {
-			seen[w] = true
-			c.vocab = append(c.vocab, w)
-		}
-	}
-	for _, w := range strings.Fields(benchStops) {
-		add(w)
-	}
-	c.stops = len(c.vocab)
-	for _, w := range strings.Fields(techWords) {
-		if !stopWords[w] {
-			add(w)
-		}
-	}
-	onsets := strings.Fields("b c d f g h k l m n p r s t v w z br cr dr fl gr pl pr sk sl sp st tr ch sh th")
-	vowels := strings.Fields("a e i o u ai ea ee io oa ou")
-	codas := []string{"", "", "", "n", "r", "s", "t", "l", "x", "m", "nd", "st"}
-	for len(c.vocab) < benchVocab {
-		var b strings.Builder
-		for range 2 + r.Intn(2) {
-			b.WriteString(onsets[r.Intn(len(onsets))])
-			b.WriteString(vowels[r.Intn(len(vowels))])
-		}
-		b.WriteString(codas[r.Intn(len(codas))])
-		if w := b.String(); !stopWords[w] {
-			add(w)
-		}
-	}
-	return c
-}
-
-// mix is splitmix64: a well-spread hash of i, for choices that must depend
-// on the record number alone.
-func mix(seed int64, i int) uint64 {
-	z := uint64(seed)*0x9e3779b97f4a7c15 + uint64(i)*0xbf58476d1ce4e5b9
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
-// name is record i's project, scope, type and key. Of the records, 85% are
-// project-scoped (one in eight of those in the other workspace), 10% system
-// and 5% workspace; 35% are semantic, 15% procedural, 30% episodic and 20%
-// working.
-func (c *benchCorpus) name(i int) (Project, scope.Level, Type, string) {
-	h := mix(benchSeed, i)
+// benchName is record i's project, scope, type and key; it depends on i
+// alone, so a benchmark can address any record of the cached databases
+// without them. Of the records, 85% are project-scoped (one in eight of
+// those in the other workspace), 10% system and 5% workspace; 35% are
+// semantic, 15% procedural, 30% episodic and 20% working.
+func benchName(i int) (Project, scope.Level, Type, string) {
+	h := corpus.Mix(benchSeed, i)
 	p, lvl := benchProjects[0], scope.Project
 	switch s := h % 100; {
 	case s < 10:
@@ -171,102 +81,40 @@ func (c *benchCorpus) name(i int) (Project, scope.Level, Type, string) {
 	default:
 		t = Working
 	}
-	a := c.vocab[c.stops+int((h>>16)%1000)]
-	b := c.vocab[c.stops+int((h>>32)%uint64(benchVocab-c.stops))]
-	return p, lvl, t, a + "-" + b + "-" + strconv.Itoa(i)
+	return p, lvl, t, corpus.TermAt((h>>16)%1000) + "-" + corpus.TermAt(h>>32) + "-" + strconv.Itoa(i)
 }
 
-// word is one word of running text.
-func (c *benchCorpus) word() string { return c.vocab[c.zipf.Uint64()] }
-
-// term is a word worth searching for, as frequent as in the text.
-func (c *benchCorpus) term() string {
-	for {
-		if i := int(c.zipf.Uint64()); i >= c.stops {
-			return c.vocab[i]
-		}
-	}
-}
-
-// text is about n words of prose in sentences.
-func (c *benchCorpus) text(n int) string {
-	var b strings.Builder
-	next := 6 + c.r.Intn(10)
-	for i := range n {
-		w := c.word()
-		if i == 0 {
-			w = strings.ToUpper(w[:1]) + w[1:]
-		} else {
-			b.WriteByte(' ')
-		}
-		b.WriteString(w)
-		if next--; next == 0 || i == n-1 {
-			b.WriteByte('.')
-			next = 6 + c.r.Intn(10)
-		}
-	}
-	return b.String()
-}
-
-// steps is a numbered procedure of about n words.
-func (c *benchCorpus) steps(n int) string {
-	var b strings.Builder
-	for i := 1; n > 0; i++ {
-		k := 5 + c.r.Intn(8)
-		fmt.Fprintf(&b, "%d. %s\n", i, c.text(k))
-		n -= k
-	}
-	return b.String()
-}
-
-// write is record i, with fresh text.
-func (c *benchCorpus) write(i int) (Project, Write) {
-	p, lvl, t, key := c.name(i)
-	w := Write{Scope: lvl, Type: t, Key: key, Description: c.text(5 + c.r.Intn(8)), Source: FromTool}
+// benchWrite is record i with fresh text from c: realistic prose (see
+// package corpus) of the length typical for its type.
+func benchWrite(c *corpus.Corpus, i int) (Project, Write) {
+	p, lvl, t, key := benchName(i)
+	w := Write{Scope: lvl, Type: t, Key: key, Description: c.Description(), Source: FromTool}
 	switch t {
 	case Semantic:
-		w.Body = c.text(15 + c.r.Intn(45))
-		conf := 0.3 + float64(c.r.Intn(66))/100
+		w.Body = c.Text(15 + c.Intn(45))
+		conf := 0.3 + float64(c.Intn(66))/100
 		w.Confidence = &conf
 	case Procedural:
-		w.Body = c.steps(30 + c.r.Intn(90))
+		w.Body = c.Steps(30 + c.Intn(90))
 	case Episodic:
-		w.Body = c.text(60 + c.r.Intn(190))
+		w.Body = c.Text(60 + c.Intn(190))
 		w.SessionID = "session-" + strconv.Itoa(i/8)
 	case Working:
-		w.Body = c.text(10 + c.r.Intn(70))
+		w.Body = c.Text(10 + c.Intn(70))
 	}
-	for range c.r.Intn(4) {
-		w.Tags = append(w.Tags, c.vocab[c.stops+c.r.Intn(60)])
-	}
+	w.Tags = c.Tags()
 	return p, w
-}
-
-// queryFillers are the stop-words between a query's searchable words.
-var queryFillers = strings.Fields("the a of to and in for with on")
-
-// query is a question in plain words, 4 to 6 of them worth searching for,
-// drawn from the same distribution as the text.
-func (c *benchCorpus) query() string {
-	words := []string{"how", "do", "we"}
-	for k := 4 + c.r.Intn(3); k > 0; k-- {
-		if c.r.Intn(3) == 0 {
-			words = append(words, queryFillers[c.r.Intn(len(queryFillers))])
-		}
-		words = append(words, c.term())
-	}
-	return strings.Join(words, " ")
 }
 
 // populate writes records 0..n-1 through the store's one write path,
 // validation and secret scan included, in a few big transactions: Put
 // commits each record on its own, which at 100,000 records costs minutes.
-func populate(ctx context.Context, s *Store, c *benchCorpus, n int) error {
+func populate(ctx context.Context, s *Store, c *corpus.Corpus, n int) error {
 	const batch = 10_000
 	for start := 0; start < n; start += batch {
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			for i := start; i < min(start+batch, n); i++ {
-				p, w := c.write(i)
+				p, w := benchWrite(c, i)
 				if err := validate(&w); err != nil {
 					return fmt.Errorf("record %d: %w", i, err)
 				}
@@ -305,7 +153,7 @@ func benchDB(b *testing.B, n int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := populate(context.Background(), s, newBenchCorpus(benchSeed), n); err != nil {
+	if err := populate(context.Background(), s, corpus.New(benchSeed), n); err != nil {
 		s.Close()
 		b.Fatal(err)
 	}
@@ -431,10 +279,10 @@ func picks(n int) []int {
 func BenchmarkPutNew(b *testing.B) {
 	eachSize(b, func(b *testing.B, n int) {
 		s := openBenchCopy(b, n)
-		c := newBenchCorpus(benchSeed + 1)
+		c := corpus.New(benchSeed + 1)
 		ws := make([]Write, b.N+2)
 		for i := range ws {
-			_, w := c.write(n + i)
+			_, w := benchWrite(c, n+i)
 			w.Scope, w.Type, w.Key = scope.Project, Semantic, "fresh-"+strconv.Itoa(i)
 			ws[i] = w
 		}
@@ -453,11 +301,11 @@ func BenchmarkPutNew(b *testing.B) {
 func BenchmarkPutExisting(b *testing.B) {
 	eachSize(b, func(b *testing.B, n int) {
 		s := openBenchCopy(b, n)
-		c := newBenchCorpus(benchSeed + 1)
+		c := corpus.New(benchSeed + 1)
 		idx := picks(n)
 		ps, ws := make([]Project, b.N+2), make([]Write, b.N+2)
 		for i := range ws {
-			ps[i], ws[i] = c.write(idx[i%len(idx)])
+			ps[i], ws[i] = benchWrite(c, idx[i%len(idx)])
 			ws[i].Body += " Revision " + strconv.Itoa(i) + "."
 		}
 		measure(b, func(ctx context.Context, i int) error {
@@ -475,10 +323,9 @@ func BenchmarkPutExisting(b *testing.B) {
 func BenchmarkUpdate(b *testing.B) {
 	eachSize(b, func(b *testing.B, n int) {
 		s := openBenchCopy(b, n)
-		c := newBenchCorpus(benchSeed)
 		idx := picks(n)
 		measure(b, func(ctx context.Context, i int) error {
-			p, _, t, key := c.name(idx[i%len(idx)])
+			p, _, t, key := benchName(idx[i%len(idx)])
 			body := "Patched body, revision " + strconv.Itoa(i) + ": run make test before a release."
 			_, err := s.Update(ctx, p, Selector{Key: key, Type: t}, Patch{Body: &body})
 			return err
@@ -491,10 +338,9 @@ func BenchmarkUpdate(b *testing.B) {
 func BenchmarkGet(b *testing.B) {
 	eachSize(b, func(b *testing.B, n int) {
 		s := openBenchCopy(b, n)
-		c := newBenchCorpus(benchSeed)
 		idx := picks(n)
 		measure(b, func(ctx context.Context, i int) error {
-			p, _, t, key := c.name(idx[i%len(idx)])
+			p, _, t, key := benchName(idx[i%len(idx)])
 			_, err := s.Get(ctx, p.ID, Selector{Key: key, Type: t})
 			return err
 		})
@@ -517,10 +363,10 @@ func BenchmarkSearchProcedural(b *testing.B) {
 func benchSearch(b *testing.B, t Type, limit int) {
 	eachSize(b, func(b *testing.B, n int) {
 		s := openBench(b, n)
-		c := newBenchCorpus(benchSeed + 2)
+		c := corpus.New(benchSeed + 2)
 		qs := make([]string, 64)
 		for i := range qs {
-			qs[i] = c.query()
+			qs[i] = c.Query()
 		}
 		measure(b, func(ctx context.Context, i int) error {
 			_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)], Type: t, Limit: limit})

@@ -11,8 +11,8 @@
 // operation, process start to initialize result, the server's peak RSS,
 // the database size and the machine.
 //
-// It imports memory, mirror and scope to seed the database quickly, and
-// the MCP SDK's client.
+// It imports memory, mirror and scope to seed the database quickly, corpus
+// for the text of the records and queries, and the MCP SDK's client.
 package main
 
 import (
@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"PROMETHEUS_MEMORY_DB_PATH=" + dbPath, "PROMETHEUS_WORKSPACE_ROOT=" + root,
 	}
 
-	c := newCorpus(cfg.seed, cfg.files)
+	c := newRecords(cfg.seed, cfg.files)
 	seeded, err := seed(ctx, dbPath, root, c, cfg.n, stderr)
 	if err != nil {
 		return err
@@ -194,7 +194,7 @@ func (c config) selected(name string) bool { return c.only == nil || c.only.Matc
 
 // ops are the measured calls, in order. Writes use new keys; reads and
 // updates pick seeded records this project sees.
-func ops(c *corpus, cfg config) []op {
+func ops(c *records, cfg config) []op {
 	r := rand.New(rand.NewSource(cfg.seed + 7))
 	var visible []int
 	for i := range cfg.n {
@@ -210,11 +210,11 @@ func ops(c *corpus, cfg config) []op {
 		{name: "memory_write (working/episodic, no file)", tool: "memory_write", args: func(i int) map[string]any {
 			t := []memory.Type{memory.Working, memory.Episodic}[i%2]
 			return map[string]any{"type": t, "key": fmt.Sprintf("bench-note-%d", i), "body": c.body(t),
-				"description": c.description(), "tags": c.tags(), "session_id": "bench-session"}
+				"description": c.Description(), "tags": c.Tags(), "session_id": "bench-session"}
 		}},
 		{name: "memory_write (semantic, writes a file)", tool: "memory_write", settle: true, args: func(i int) map[string]any {
 			return map[string]any{"type": memory.Semantic, "key": fmt.Sprintf("bench-fact-%d", i), "body": c.body(memory.Semantic),
-				"description": c.description(), "tags": c.tags(), "confidence": 0.7}
+				"description": c.Description(), "tags": c.Tags(), "confidence": 0.7}
 		}},
 		{name: "memory_update (body)", tool: "memory_update", settle: true, args: func(i int) map[string]any {
 			key, t := pick()
@@ -228,10 +228,10 @@ func ops(c *corpus, cfg config) []op {
 			return map[string]any{}
 		}},
 		{name: "memory_read (woven recall, query)", tool: "memory_read", args: func(i int) map[string]any {
-			return map[string]any{"query": c.query()}
+			return map[string]any{"query": c.Query()}
 		}},
 		{name: "memory_search", tool: "memory_search", args: func(i int) map[string]any {
-			return map[string]any{"query": c.query()}
+			return map[string]any{"query": c.Query()}
 		}},
 		{name: "memory_list (first page)", tool: "memory_list", args: func(i int) map[string]any {
 			return map[string]any{}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
@@ -76,9 +76,9 @@ func fixture(b *testing.B, n, files int) *benchFixture {
 	}
 	this := memory.Project{ID: scope.IdentityOf(root), Mirror: md}
 	other := memory.Project{ID: scope.IdentityOf(filepath.Join(dir, "other-workspace"))}
-	c := newBenchCorpus(1)
+	c := corpus.New(benchSeed)
 	for i := range n {
-		isOther, w := c.write(i, files)
+		isOther, w := benchRecord(c, i, files)
 		p := this
 		if isOther {
 			p = other
@@ -93,7 +93,7 @@ func fixture(b *testing.B, n, files int) *benchFixture {
 		b.Fatal(err)
 	}
 	for range 64 {
-		f.queries = append(f.queries, c.query())
+		f.queries = append(f.queries, c.Query())
 	}
 	f.ready = time.Now().Add(2500 * time.Millisecond)
 	b.Logf("built %d records, %d markdown files in %v", n, files, time.Since(start).Round(time.Millisecond))
@@ -225,10 +225,13 @@ func BenchmarkStartup(b *testing.B) {
 }
 
 // benchN and benchFiles are the size of the recall fixture: 10,000 records,
-// 1,000 of them project facts in markdown files.
+// 1,000 of them project facts in markdown files. benchSeed fixes their
+// names, text and queries; it is cmd/memory-bench's default -seed, so both
+// seed the same records.
 const (
 	benchN     = 10_000
 	benchFiles = 1_000
+	benchSeed  = 1
 )
 
 // BenchmarkRecall weaves the recall block, no query, through the app: the
@@ -281,86 +284,20 @@ func BenchmarkReadWoven(b *testing.B) {
 	})
 }
 
-// benchCorpus makes records of realistic text, the model of
-// memory/bench_test.go and cmd/memory-bench: every word drawn by Zipf's law
-// from a vocabulary of a few thousand, stop-words at its head.
-type benchCorpus struct {
-	seed  int64
-	r     *rand.Rand
-	zipf  *rand.Zipf
-	vocab []string
-	stops int
-}
-
-func newBenchCorpus(seed int64) *benchCorpus {
-	const size = 4500
-	r := rand.New(rand.NewSource(seed))
-	c := &benchCorpus{seed: seed, r: r, zipf: rand.NewZipf(r, 1.07, 2, size-1)}
-	seen := map[string]bool{}
-	add := func(w string) {
-		if !seen[w] {
-			seen[w] = true
-			c.vocab = append(c.vocab, w)
-		}
-	}
-	for _, w := range strings.Fields("the of and to a in is it that for on with as be this by are or not from at we if when then can should will you") {
-		add(w)
-	}
-	c.stops = len(c.vocab)
-	for _, w := range strings.Fields(`test tests build deploy release database migration schema service server client api
-		config flag env variable secret token auth login user session cache queue worker job cron retry timeout error
-		log metric trace alert docker image container kubernetes cluster terraform module package dependency version
-		branch commit merge review pull request ci pipeline lint format race fuzz benchmark integration unit fixture
-		mock golden snapshot coverage flaky slow fast go python typescript sql sqlite postgres redis kafka grpc http
-		json yaml markdown file directory path root workspace project repo script make command shell agent prompt
-		model context memory index search query rank score field column table row key value type handler middleware
-		router endpoint request response status header body payload frontend backend component page layout style
-		date time zone clock timestamp duration deadline cancel signal shutdown restart install upgrade rollback
-		backup restore replica storage disk cpu latency throughput load limit quota budget cost customer tenant
-		account team owner policy rule convention guide doc readme changelog issue bug fix feature refactor rename`) {
-		add(w)
-	}
-	onsets := strings.Fields("b c d f g h k l m n p r s t v w z br cr dr fl gr pl pr sk sl sp st tr ch sh th")
-	vowels := strings.Fields("a e i o u ai ea ee io oa ou")
-	codas := []string{"", "", "", "n", "r", "s", "t", "l", "x", "m", "nd", "st"}
-	for len(c.vocab) < size {
-		var b strings.Builder
-		for range 2 + r.Intn(2) {
-			b.WriteString(onsets[r.Intn(len(onsets))] + vowels[r.Intn(len(vowels))])
-		}
-		add(b.String() + codas[r.Intn(len(codas))])
-	}
-	return c
-}
-
-func (c *benchCorpus) text(n int) string {
-	words := make([]string, n)
-	for i := range words {
-		words[i] = c.vocab[c.zipf.Uint64()]
-		if i%9 == 8 || i == n-1 {
-			words[i] += "."
-		}
-	}
-	return strings.Join(words, " ")
-}
-
-// write is record i: the first files are project facts, the rest project
-// episodes and notes, machine-wide facts and procedures, and another
-// workspace's records, as in cmd/memory-bench.
-func (c *benchCorpus) write(i, files int) (other bool, w memory.Write) {
-	h := uint64(i)*0x9e3779b97f4a7c15 ^ uint64(c.seed)
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 32
+// benchRecord is record i of the fixture, as cmd/memory-bench seeds it
+// (see its records type): the first files are project facts, the rest
+// project episodes and notes, machine-wide facts and procedures, and
+// another workspace's records, their text from c.
+func benchRecord(c *corpus.Corpus, i, files int) (other bool, w memory.Write) {
+	h := corpus.Mix(benchSeed, i)
 	w = memory.Write{
 		Scope: scope.Project, Type: memory.Semantic,
-		Key:         c.vocab[c.stops+int((h>>8)%1000)] + "-" + strconv.Itoa(i),
-		Description: c.text(5 + c.r.Intn(8)),
+		Key: corpus.TermAt((h>>16)%1000) + "-" + corpus.TermAt(h>>32) + "-" + strconv.Itoa(i),
 	}
 	switch u := h % 100; {
 	case i < files:
 	case u < 30:
-		w.Type, w.SessionID = memory.Episodic, "session-"+strconv.Itoa(i/8)
+		w.Type = memory.Episodic
 	case u < 55:
 		w.Type = memory.Working
 	case u < 65:
@@ -370,33 +307,26 @@ func (c *benchCorpus) write(i, files int) (other bool, w memory.Write) {
 	case u < 75:
 		w.Scope = scope.Workspace
 	default:
-		other, w.Type = true, []memory.Type{memory.Semantic, memory.Procedural, memory.Episodic, memory.Working}[(h>>16)%4]
+		other, w.Type = true, []memory.Type{memory.Semantic, memory.Procedural, memory.Episodic, memory.Working}[(h>>8)%4]
 	}
+	w.Description = c.Description()
 	switch w.Type {
 	case memory.Semantic:
-		w.Body = c.text(15 + c.r.Intn(45))
-		conf := 0.3 + float64(c.r.Intn(66))/100
-		w.Confidence = &conf
+		w.Body = c.Text(15 + c.Intn(45))
 	case memory.Procedural:
-		for step, steps := 1, 3+c.r.Intn(8); step <= steps; step++ {
-			w.Body += strconv.Itoa(step) + ". " + c.text(5+c.r.Intn(8)) + "\n"
-		}
+		w.Body = c.Steps(30 + c.Intn(90))
 	case memory.Episodic:
-		w.Body = c.text(60 + c.r.Intn(190))
+		w.Body = c.Text(60 + c.Intn(190))
 	default:
-		w.Body = c.text(10 + c.r.Intn(70))
+		w.Body = c.Text(10 + c.Intn(70))
+	}
+	w.Tags = c.Tags()
+	switch w.Type {
+	case memory.Semantic:
+		conf := 0.3 + float64(c.Intn(66))/100
+		w.Confidence = &conf
+	case memory.Episodic:
+		w.SessionID = "session-" + strconv.Itoa(i/8)
 	}
 	return other, w
-}
-
-// query is a task in 4 to 6 searchable words, as frequent as in the text.
-func (c *benchCorpus) query() string {
-	words := []string{"how", "do", "we"}
-	for k := 4 + c.r.Intn(3); k > 0; {
-		if i := int(c.zipf.Uint64()); i >= c.stops {
-			words = append(words, c.vocab[i])
-			k--
-		}
-	}
-	return strings.Join(words, " ")
 }
