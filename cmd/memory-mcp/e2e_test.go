@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -298,5 +299,70 @@ func TestToolSchemas(t *testing.T) {
 	want := []string{"memory_capture", "memory_delete", "memory_list", "memory_read", "memory_search", "memory_update", "memory_write"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+}
+
+// TestResultsMatchOutputSchemas calls every tool the way an agent would,
+// with the fields that are often empty filled in, and checks each
+// structured result against the output schema the tool declares: the
+// server does not check them itself on every call.
+func TestResultsMatchOutputSchemas(t *testing.T) {
+	cs := connect(t, newEnv(t), nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]*jsonschema.Resolved{}
+	for _, tool := range res.Tools {
+		b, err := json.Marshal(tool.OutputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s jsonschema.Schema
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		if schemas[tool.Name], err = s.Resolve(nil); err != nil {
+			t.Fatalf("%s: %v", tool.Name, err)
+		}
+	}
+	// The check itself can fail: a result of the wrong shape does.
+	if err := schemas["memory_list"].Validate(map[string]any{"records": "none"}); err == nil {
+		t.Fatal("a malformed memory_list result passed its schema")
+	}
+	calls := []struct {
+		tool string
+		args map[string]any
+	}{
+		{"memory_write", map[string]any{"type": "semantic", "key": "test-runner", "body": "Run make test.", "description": "How tests run", "tags": []string{"testing"}, "metadata": map[string]string{"origin": "Makefile"}}},
+		{"memory_write", map[string]any{"type": "procedural", "key": "release", "body": "1. make release\n2. git push --tags"}},
+		{"memory_write", map[string]any{"type": "working", "key": "scratch", "body": "half done", "ttl_seconds": 600, "session_id": "s1"}},
+		{"memory_update", map[string]any{"key": "test-runner", "confidence": 0.9}},
+		{"memory_read", map[string]any{"key": "test-runner"}},
+		{"memory_read", map[string]any{}},
+		{"memory_read", map[string]any{"query": "tests", "max_tokens": 200}},
+		{"memory_list", map[string]any{"limit": 1}},
+		{"memory_search", map[string]any{"query": "make test"}},
+		{"memory_capture", map[string]any{"session_id": "s1", "plan": "Fix the build", "outcome": "Fixed",
+			"statements":     []string{"Always run make lint first."},
+			"tool_sequences": []map[string]any{{"name": "verify", "steps": []string{"make lint", "make test"}, "succeeded": true}}}},
+		{"memory_delete", map[string]any{"key": "scratch"}},
+	}
+	for _, c := range calls {
+		res := call(t, cs, c.tool, c.args)
+		if res.IsError {
+			t.Fatalf("%s %v: %v", c.tool, c.args, res.Content)
+		}
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := schemas[c.tool].Validate(v); err != nil {
+			t.Errorf("%s %v: result does not match the output schema: %v\n%s", c.tool, c.args, err, b)
+		}
 	}
 }

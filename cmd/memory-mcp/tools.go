@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -178,7 +179,7 @@ func (srv *server) addTools(s *mcp.Server) {
 		enum(p["type"], typeEnum)
 		enum(p["scope"], scopeEnum)
 	}
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "memory_write",
 		Title: "Remember something",
 		Description: `Store a memory, or replace the one with the same scope, type and key. Use it when you learn something worth keeping past this conversation.
@@ -193,7 +194,7 @@ Example: {"type":"semantic","key":"test-runner","description":"How tests are run
 			p["ttl_seconds"].Minimum = ptr(1.0)
 		}),
 	}, wrap(srv.write))
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "memory_update",
 		Title: "Change a memory",
 		Description: `Change some fields of an existing memory, found by key (resolved through the scope chain: the narrowest scope wins) or by id. Fields you leave out stay as they are. Fails with not_found if there is no such memory; use memory_write to create one.
@@ -205,7 +206,7 @@ Example: {"key":"test-runner","body":"Run make test-all; make test skips the slo
 			p["ttl_seconds"].Minimum = ptr(1.0)
 		}),
 	}, wrap(srv.update))
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "memory_delete",
 		Title: "Forget a memory",
 		Description: `Delete a memory by key or id. Without a scope it deletes the effective one (the narrowest), so a broader memory with the same key shows again. Use it when a memory is wrong or obsolete.
@@ -213,7 +214,7 @@ Example: {"key":"test-runner","type":"semantic"}`,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(false)},
 		InputSchema: schemaFor[selectIn](selDocs),
 	}, wrap(srv.delete))
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "memory_read",
 		Title: "Read memory",
 		Description: `Two uses. With a key or id: that memory in full, resolved through the scope chain (project beats workspace beats tenant beats system). Without: a compact markdown recall block of the most useful facts and procedures for this project, within a token budget — call it at the start of a task; pass query to put what is relevant to the task first.
@@ -228,7 +229,7 @@ Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens"
 			p["max_tokens"].Minimum = ptr(0.0)
 		}),
 	}, wrap(srv.read))
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "memory_list",
 		Title: "List memories",
 		Description: `List the effective memories (narrowest scope wins) with their key, type, scope, description and tags — never bodies. Page with cursor. Use it to see what is known before writing a duplicate.
@@ -242,7 +243,7 @@ Example: {"type":"semantic","limit":20}`,
 			p["cursor"].Description = "next_cursor from the previous page"
 		}),
 	}, wrap(srv.list))
-	mcp.AddTool(s, &mcp.Tool{
+	addTool(s, &mcp.Tool{
 		Name:  "memory_search",
 		Title: "Search memories",
 		Description: `Full-text search over key, description, body and tags, in plain words: any word can match, stemmed, and memories sharing the most rare words with the query rank first (BM25; score 0..1). Returns previews; read one in full with memory_read.
@@ -521,6 +522,74 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 // wrap adapts a handler returning (text, out, err) to the SDK: the text
 // becomes the readable content, out the structured content, and a domain
 // error a tool error whose text starts with its stable code.
+// addTool registers a typed tool as mcp.AddTool does: the output schema
+// inferred from Out, the arguments validated against the input schema with
+// its defaults applied, the result's structured content marshalled from
+// Out. Unlike mcp.AddTool it does not validate every result against the
+// output schema: results are values of Out itself, the type the schema was
+// made from, and validating a page of a list cost a third of the call.
+func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	out, err := jsonschema.For[Out](&jsonschema.ForOptions{})
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
+	}
+	t.OutputSchema = out
+	in, err := t.InputSchema.(*jsonschema.Schema).Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
+	}
+	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args, err := applyArguments(req.Params.Arguments, in)
+		if err != nil {
+			return errorResult(fmt.Errorf("validating \"arguments\": %v", err)), nil
+		}
+		var v In
+		if err := json.Unmarshal(args, &v); err != nil {
+			return errorResult(err), nil
+		}
+		res, o, err := h(ctx, req, v)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		if res == nil {
+			res = &mcp.CallToolResult{}
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("marshal %s result: %w", t.Name, err)
+		}
+		res.StructuredContent = json.RawMessage(b)
+		if res.Content == nil {
+			res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
+		}
+		return res, nil
+	})
+}
+
+// applyArguments validates a call's arguments against the tool's input
+// schema after applying its defaults, and returns them as JSON.
+func applyArguments(raw json.RawMessage, schema *jsonschema.Resolved) (json.RawMessage, error) {
+	args := map[string]any{}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return nil, fmt.Errorf("unmarshaling arguments: %w", err)
+		}
+	}
+	if err := schema.ApplyDefaults(&args); err != nil {
+		return nil, fmt.Errorf("applying schema defaults:\n%w", err)
+	}
+	if err := schema.Validate(&args); err != nil {
+		return nil, err
+	}
+	return json.Marshal(args)
+}
+
+func errorResult(err error) *mcp.CallToolResult {
+	var res mcp.CallToolResult
+	res.SetError(err)
+	return &res
+}
+
 func wrap[In, Out any](h func(context.Context, In) (string, Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		text, out, err := h(ctx, in)
