@@ -75,8 +75,11 @@ type Dir struct {
 	// version stands still, a sync has nothing to do.
 	watch        *watch
 	watchCleanup runtime.Cleanup
+	watched      fs.FileInfo // the directory as the watch started on it
 	clean        bool
 	lastProblems []Problem
+	mustRead     map[string]bool // stems the next full sync reads whatever their size and mtime
+	quickSyncs   int             // syncs skipped; tests check the quick path ran
 
 	mu         sync.Mutex
 	log        *slog.Logger

@@ -3,11 +3,14 @@ package mirror
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -63,6 +66,8 @@ func quickSyncRun(t *testing.T, seed int64) {
 			if _, err := w.st.Delete(w.ctx, w.project(), memory.Selector{Key: key, Scope: &lvl}); err != nil && !errors.Is(err, memory.ErrNotFound) {
 				t.Fatal(err)
 			}
+		case op < 5 && r.Intn(5) == 0: // a file the sync must refuse, or one that breaks front matter
+			w.write(key+".md", "---\ntype: gossip\n---\nRefused at step "+fmt.Sprint(step)+".\n")
 		case op < 5: // a hand edit, or a new hand-written file
 			name := key + ".md"
 			old, err := os.ReadFile(w.path(name))
@@ -75,12 +80,10 @@ func quickSyncRun(t *testing.T, seed int64) {
 		case op < 7:
 			os.Rename(w.path(key+".md"), w.path(keys[r.Intn(len(keys))]+".md"))
 		default:
-			before := w.dir.stateVersion
+			before := w.dir.quickSyncs
 			rep := w.sync()
-			if len(rep.Imported)+len(rep.Deleted)+len(rep.Renamed) == 0 && w.dir.stateVersion != before {
-				quick++
-			}
-			checkSynced(t, w, step)
+			quick += w.dir.quickSyncs - before
+			checkSynced(t, w, rep, step)
 		}
 	}
 	if quick == 0 {
@@ -88,14 +91,20 @@ func quickSyncRun(t *testing.T, seed int64) {
 	}
 }
 
-// checkSynced fails the test if w's last sync left work for another.
-func checkSynced(t *testing.T, w *ws, step int) {
+// checkSynced fails the test if w's last sync, which reported rep, left
+// work for another or reported other problems than a full sync finds.
+func checkSynced(t *testing.T, w *ws, rep Report, step int) {
 	t.Helper()
 	// The state as the next sync will hold it, moved forward from the
-	// version this one read.
-	kept, _, _, err := w.dir.mirrorState(w.ctx, w.st, w.p)
+	// version this one kept, on a copy: the Dir's own must stay as it is.
+	ch, err := w.st.MirrorChangesSince(w.ctx, w.p, w.dir.stateVersion)
 	if err != nil {
 		t.Fatal(err)
+	}
+	kept := maps.Clone(w.dir.state)
+	maps.Copy(kept, ch.Changed)
+	for _, stem := range ch.Gone {
+		delete(kept, stem)
 	}
 	full, err := w.st.MirrorState(w.ctx, w.p)
 	if err != nil {
@@ -109,11 +118,70 @@ func checkSynced(t *testing.T, w *ws, step int) {
 		t.Fatal(err)
 	}
 	defer fresh.Close()
-	rep, err := Sync(w.ctx, w.st, w.p, fresh)
+	frep, err := Sync(w.ctx, w.st, w.p, fresh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Imported)+len(rep.Deleted)+len(rep.Renamed) > 0 {
-		t.Fatalf("step %d: a full sync after it still found work: %+v", step, rep)
+	if len(frep.Imported)+len(frep.Deleted)+len(frep.Renamed) > 0 {
+		t.Fatalf("step %d: a full sync after it still found work: %+v", step, frep)
+	}
+	if diff := cmp.Diff(paths(frep.Problems), paths(rep.Problems)); diff != "" {
+		t.Fatalf("step %d: problems reported differ from a full sync's (-full +reported):\n%s", step, diff)
+	}
+}
+
+func paths(ps []Problem) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestSyncNoticesReplacedDirectory moves .prometheus away and makes a new
+// memories directory in its place: the watch on the old one hears nothing
+// of it, yet the next sync must read the new one.
+func TestSyncNoticesReplacedDirectory(t *testing.T) {
+	w := newWS(t)
+	w.put(memory.Semantic, "old-fact", "", "Kept in the first directory.")
+	w.sync()
+	w.sync() // the watch is on, nothing to do
+	if err := os.Rename(filepath.Join(w.root, ".prometheus"), filepath.Join(w.root, ".prometheus-old")); err != nil {
+		t.Fatal(err)
+	}
+	w.write("new-fact.md", "Written in the new directory.\n")
+	rep := w.sync()
+	if diff := cmp.Diff([]string{"new-fact"}, rep.Imported); diff != "" {
+		t.Errorf("imported (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"old-fact"}, rep.Deleted); diff != "" {
+		t.Errorf("deleted (-want +got):\n%s", diff)
+	}
+}
+
+// TestSyncReadsRewriteThatKeptSizeAndMtime rewrites a file with new content
+// of the same size and puts its old mtime back, as a second write within
+// the clock's resolution would leave it. The watch saw the write, so the
+// next sync must read the file rather than trust its size and mtime.
+func TestSyncReadsRewriteThatKeptSizeAndMtime(t *testing.T) {
+	w := newWS(t)
+	w.write("alpha.md", "Alpha one.\n")
+	w.age("alpha.md", time.Hour)
+	w.sync()
+	w.sync() // the watch is on, nothing to do
+	fi, err := os.Stat(w.path("alpha.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.write("alpha.md", "Alpha two.\n")
+	if err := os.Chtimes(w.path("alpha.md"), fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if rep := w.sync(); !slices.Equal(rep.Imported, []string{"alpha"}) {
+		t.Errorf("sync = %+v", rep)
+	}
+	if got, err := w.peek("alpha"); err != nil || got.Body != "Alpha two." {
+		t.Errorf("alpha = %q, %v", got.Body, err)
 	}
 }

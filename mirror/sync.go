@@ -94,6 +94,9 @@ func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Repo
 	}
 	s := &syncer{ctx: ctx, st: st, p: p, d: d, now: now, present: map[string]bool{}}
 	err := s.run()
+	if err == nil {
+		d.mustRead = nil
+	}
 	d.forgetProblems(s.present)
 	d.clean = err == nil && !s.retry
 	d.lastProblems = slices.Clone(s.rep.Problems)
@@ -102,14 +105,30 @@ func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Repo
 
 // startWatch watches the directory, if it can. d.syncMu must be held.
 func (d *Dir) startWatch() {
+	fi, err := os.Stat(d.path)
+	if err != nil {
+		return
+	}
 	w := newWatch(d.path)
 	if w == nil {
 		return
 	}
-	d.watch = w
+	d.watch, d.watched = w, fi
 	// A Dir dropped without Close must not keep its inotify instance, of
 	// which a user has few.
 	d.watchCleanup = runtime.AddCleanup(d, func(w *watch) { w.close() }, w)
+}
+
+// stillWatched reports whether the memories directory is the one the
+// watch was started on. Moving it, or re-pointing a symlink on its path,
+// raises no event on the directory watched. d.syncMu must be held.
+func (d *Dir) stillWatched() bool {
+	fi, err := os.Stat(d.path)
+	if err != nil || !os.SameFile(fi, d.watched) {
+		d.stopWatch()
+		return false
+	}
+	return true
 }
 
 // stopWatch ends the watch. d.syncMu must be held.
@@ -137,7 +156,7 @@ func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity,
 		d.stopWatch()
 		return Report{}, false
 	}
-	if !known || !d.clean || d.stateProject != p || d.exportDue(now) || d.check() != nil {
+	if !known || !d.clean || d.stateProject != p || d.exportDue(now) || d.check() != nil || !d.stillWatched() {
 		return Report{}, false
 	}
 	_, changed, whole, err := d.mirrorState(ctx, st, p)
@@ -165,10 +184,15 @@ func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity,
 		defer r.Close()
 		for stem := range look {
 			if !d.asRecorded(r, stem) {
+				// The full sync must read these files whatever their
+				// size and mtime say: the events are spent, and a
+				// second write within the clock's resolution keeps both.
+				d.mustRead = look
 				return Report{}, false
 			}
 		}
 	}
+	d.quickSyncs++
 	return Report{Problems: slices.Clone(d.lastProblems)}, true
 }
 
@@ -199,6 +223,12 @@ func (d *Dir) asRecorded(r *os.Root, stem string) bool {
 	}
 	if !known || old.Size != size || old.MTime != mtime {
 		return false
+	}
+	d.mu.Lock()
+	_, refused := d.problems[stem]
+	d.mu.Unlock()
+	if refused {
+		return false // fixed since: a full sync clears the report
 	}
 	// Same size and mtime can hide a second write within the clock's
 	// resolution: compare the content too. These are few, recent files.
@@ -362,7 +392,7 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		return nil
 	}
 	old, known := s.state[stem]
-	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && (age > racyWindow || age < -racyWindow) {
+	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && (age > racyWindow || age < -racyWindow) && !s.d.mustRead[stem] {
 		s.d.clearProblem(stem)
 		return nil
 	}
