@@ -262,17 +262,33 @@ func decodeCursor(c string) (key, typ string, err error) {
 	return "", "", Errorf(CodeInvalidArgument, "cursor", "is not a cursor this server returned")
 }
 
+// recency is the later of a record's last change and last use, as the
+// weave ranks it; the weave indexes hold this very expression.
+const recency = `max(r.updated_at, coalesce(r.last_accessed_at, 0))`
+
+// effectiveQuery reads the effective records of type t in the weave's
+// order, from an index in that order (see migration 0008), so that a limit
+// stops the walk instead of sorting every record of the type.
+func effectiveQuery(t Type) string {
+	index, order := "records_weave", `r.confidence DESC, r.use_count DESC, `+recency+` DESC, r.key`
+	if t == Procedural {
+		index, order = "records_weave_use", `r.use_count DESC, `+recency+` DESC, r.key`
+	}
+	return `SELECT ` + cols + ` FROM records r INDEXED BY ` + index + ` WHERE r.type = @type AND ` + effective + ` ORDER BY ` + order
+}
+
 // Effective returns every effective record of the given types (all types when
-// none), with bodies, in weave order: confidence, use count and recency
-// descending, then key. limit > 0 keeps only the first limit of each type.
+// none), with bodies, in weave order: facts (and notes) by confidence, use
+// count and recency descending, procedures by use count and recency, then
+// key; recency is the later of the last change and the last use. limit > 0
+// keeps only the first limit of each type.
 func (s *Store) Effective(ctx context.Context, p scope.Identity, types []Type, limit int) ([]Record, error) {
 	if len(types) == 0 {
 		types = Types
 	}
 	var out []Record
 	for _, t := range types {
-		q := `SELECT ` + cols + ` FROM records r INDEXED BY records_weave WHERE r.type = @type AND ` + effective +
-			` ORDER BY r.confidence DESC, r.use_count DESC, r.updated_at DESC, r.key`
+		q := effectiveQuery(t)
 		args := s.args(p, sql.Named("type", string(t)))
 		if limit > 0 {
 			q += ` LIMIT @limit`

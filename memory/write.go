@@ -570,8 +570,10 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	// Deferred, so that a panic in fn does not leave the connection
+	// holding the write lock; after Commit it does nothing.
+	defer tx.Rollback()
 	if err := fn(tx); err != nil {
-		tx.Rollback()
 		return err
 	}
 	return tx.Commit()

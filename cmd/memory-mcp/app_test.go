@@ -15,8 +15,9 @@ import (
 )
 
 // TestRecallReadsMoreWhenItFits checks the recall's reading in rounds: with
-// more small records than the first round reads, the block is the one woven
-// from every record at once, for a tight and a roomy budget.
+// more small records than the first round reads, ranked by use and recency
+// as well as confidence, the block is the one woven from every record at
+// once, for tight and roomy budgets.
 func TestRecallReadsMoreWhenItFits(t *testing.T) {
 	root := t.TempDir()
 	vars := map[string]string{"PROMETHEUS_MEMORY_DB_PATH": filepath.Join(t.TempDir(), "memory.db"), "PROMETHEUS_WORKSPACE_ROOT": root}
@@ -31,14 +32,32 @@ func TestRecallReadsMoreWhenItFits(t *testing.T) {
 	defer a.Close()
 	ctx := context.Background()
 	p := memory.Project{ID: cfg.Project}
+	var ids []string
 	for i := range 150 {
 		typ := memory.Semantic
+		conf := 0.5
 		if i%3 == 0 {
-			typ = memory.Procedural
+			typ, conf = memory.Procedural, float64(i%10)/10
 		}
 		lvl := []scope.Level{scope.Workspace, scope.System}[i%2]
-		if _, _, err := a.store.Put(ctx, p, memory.Write{Scope: lvl, Type: typ, Key: fmt.Sprintf("note-%03d", i), Body: fmt.Sprintf("Fact %d.", i)}); err != nil {
+		rec, _, err := a.store.Put(ctx, p, memory.Write{Scope: lvl, Type: typ, Key: fmt.Sprintf("note-%03d", i), Body: fmt.Sprintf("Fact %d.", i), Confidence: &conf})
+		if err != nil {
 			t.Fatal(err)
+		}
+		ids = append(ids, rec.ID)
+	}
+	// Used, newest first: the records written first were used last, so
+	// the most recent use, not the last change, decides among equals.
+	// Procedures of low confidence are used once more: procedures rank by
+	// use, not by confidence.
+	for i := len(ids) - 1; i >= 0; i-- {
+		if err := a.store.Touch(ctx, []string{ids[i]}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 && i%10 < 3 {
+			if err := a.store.Touch(ctx, []string{ids[i]}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for _, budget := range []int{300, 1500, 8000} {
