@@ -164,6 +164,16 @@ func TestInstructionsCarryIndex(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// A change made just before the session ends reaches the next one:
+	// the server refreshes the saved instructions on its way out.
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "last-minute", "body": "said just before closing"})
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cs3 := connect(t, e, nil)
+	if instr := cs3.InitializeResult().Instructions; !strings.Contains(instr, "last-minute") {
+		t.Errorf("the next session's instructions lack the last change:\n%s", instr)
+	}
 }
 
 func TestCaptureEndToEnd(t *testing.T) {

@@ -111,8 +111,23 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The tokenizer takes a while to load; initialize must not wait for it.
-	go srv.instructionsLoop(ctx)
+	loop := make(chan struct{})
+	go func() {
+		defer close(loop)
+		srv.instructionsLoop(ctx)
+	}()
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	log.Debug("serving", "db", a.cfg.DBPath, "root", a.cfg.Root)
-	return serveStdio(ctx, srv.mcp, stdin, stdout, log)
+	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
+	// Let the last change reach the saved instructions before the
+	// database closes. Without the tokenizer there is nothing to refresh,
+	// and a load still under way is not waited for.
+	cancel()
+	if srv.app.weaver.Ready() {
+		select {
+		case <-loop:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return err
 }

@@ -184,19 +184,38 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 // change, or refreshMaxDelay after the first), not one per change: a
 // refresh reads the index and the counts, which would otherwise compete
 // with the calls that caused it.
+//
+// When the server stops with a change not yet in them, they are refreshed
+// one last time, within a second, so the next session starts with them.
 func (srv *server) instructionsLoop(ctx context.Context) {
 	srv.app.weaver.Preload()
 	for {
+		if ctx.Err() != nil {
+			select {
+			case <-srv.kick:
+				srv.finalRefresh(ctx)
+			default:
+			}
+			return
+		}
 		srv.refreshInstructions(ctx)
 		select {
 		case <-ctx.Done():
-			return
+			continue
 		case <-srv.kick:
 		}
 		if !settle(ctx, srv.kick, refreshQuiet, refreshMaxDelay) {
+			srv.finalRefresh(ctx)
 			return
 		}
 	}
+}
+
+// finalRefresh refreshes the instructions after ctx has ended.
+func (srv *server) finalRefresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	srv.refreshInstructions(ctx)
 }
 
 const (

@@ -519,9 +519,6 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	return b.String() + problemsText(out.Problems), out, nil
 }
 
-// wrap adapts a handler returning (text, out, err) to the SDK: the text
-// becomes the readable content, out the structured content, and a domain
-// error a tool error whose text starts with its stable code.
 // addTool registers a typed tool as mcp.AddTool does: the output schema
 // inferred from Out, the arguments validated against the input schema with
 // its defaults applied, the result's structured content marshalled from
@@ -590,6 +587,9 @@ func errorResult(err error) *mcp.CallToolResult {
 	return &res
 }
 
+// wrap adapts a handler returning (text, out, err) to the SDK: the text
+// becomes the readable content, out the structured content, and a domain
+// error a tool error whose text starts with its stable code.
 func wrap[In, Out any](h func(context.Context, In) (string, Out, error)) mcp.ToolHandlerFor[In, Out] {
 	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
 		text, out, err := h(ctx, in)
