@@ -439,13 +439,14 @@ func assemble(packed []item, sections []string, omitted int) (string, []string, 
 	return md, ids, parts
 }
 
-// section renders one record: a heading with its key, description and, when
-// not project, its scope; then its body with headings demoted.
+// section renders one record: a heading with its key, description (unless
+// it only repeats the key) and, when not project, its scope; then its body
+// with headings demoted.
 func section(r *memory.Record) string {
 	var b strings.Builder
 	b.WriteString("### ")
 	b.WriteString(r.Key)
-	if d := oneLine(r.Description); d != "" {
+	if d := oneLine(r.Description); d != "" && !strings.EqualFold(d, r.Key) {
 		b.WriteString(" — ")
 		b.WriteString(d)
 	}

@@ -446,3 +446,16 @@ func TestCacheBounded(t *testing.T) {
 		t.Errorf("cache holds %d entries after filling up, want 1", n)
 	}
 }
+
+func TestWeaveHeadingSkipsRepeatedDescription(t *testing.T) {
+	recs := []memory.Record{
+		{ID: "1", Scope: scope.Project, Type: memory.Procedural, Key: "verify", Description: "Verify", Body: "1. make lint\n"},
+		{ID: "2", Scope: scope.Project, Type: memory.Semantic, Key: "ci", Description: "How CI runs", Body: "On every push.\n"},
+	}
+	md := shared.Weave(recs, Options{MaxTokens: 1000}).Markdown
+	for _, want := range []string{"### verify\n", "### ci — How CI runs\n"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("block lacks %q:\n%s", want, md)
+		}
+	}
+}
