@@ -413,8 +413,8 @@ func isPasswordValue(s string, m []int) bool {
 			return false // a call like password=getpass(), or cut off by the span
 		}
 	}
-	if end := m[13]; end < len(s) && (s[end] == '[' || s[end] == '(') {
-		return false // os.environ["X"], ENV['X'], getenv("X")
+	if strings.ContainsAny(v, "[]()<>") || m[13] < len(s) && (s[m[13]] == '[' || s[m[13]] == '(') {
+		return false // os.environ["X"], ENV['X'], getenv("X"), a template
 	}
 	if placeholderPassword(v) || strings.ContainsRune("/~.", rune(v[0])) || isDottedIdent(v) {
 		return false

@@ -29,7 +29,9 @@ const (
 
 type gen struct{ r *rand.Rand }
 
-func newGen() gen { return gen{rand.New(rand.NewPCG(2024, 7))} }
+func newGen() gen { return seededGen(2024) }
+
+func seededGen(seed uint64) gen { return gen{rand.New(rand.NewPCG(seed, 7))} }
 
 // str returns n random bytes of alphabet. When the alphabet has both letters
 // and digits the result does too, as every real key of these shapes does.
@@ -93,8 +95,10 @@ type positive struct {
 }
 
 // positives returns generated values for every rule, several shapes each.
-func positives() []positive {
-	g := newGen()
+func positives() []positive { return positivesFrom(newGen()) }
+
+// positivesFrom is positives with bodies drawn from g.
+func positivesFrom(g gen) []positive {
 	var ps []positive
 	add := func(rule string, values ...string) {
 		for _, v := range values {
