@@ -24,6 +24,7 @@ var genericRule = func() rule {
 	r.generic = true
 	r.ahead = nameSepAhead
 	r.span = 300
+	r.bounded = true
 	return r
 }()
 
@@ -299,4 +300,42 @@ func isSASSig(s string, m []int) bool {
 	}
 	lo, hi := max(0, m[0]-512), min(len(s), m[1]+512)
 	return sasParam.MatchString(s[lo:hi])
+}
+
+// assignEnd returns where the first value after a field keyword (which ends
+// at kwEnd) ends at the latest: past the rest of the name, the separator and
+// any quotes, then to the closing quote or the first byte a bare value
+// cannot hold. A run of '=' ends a bare value, as base64 padding does, so
+// "k=k=k=…" is cut at every step.
+func assignEnd(s string, kwEnd int) int {
+	j := kwEnd
+	for n := 0; j < len(s) && n < 48 && (isAlnum(s[j]) || s[j] == '_' || s[j] == '-' || s[j] == '.'); n++ {
+		j++
+	}
+	nameEnd := j
+	for n := 0; j < len(s) && n < 16 && strings.IndexByte("\\\"'`] \t:=>", s[j]) >= 0; n++ {
+		closesName := j == nameEnd || j == nameEnd+1 && s[nameEnd] == '\\'
+		if (s[j] == '"' || s[j] == '\'' || s[j] == '`') && !closesName {
+			// A quoted value: up to its closing quote.
+			if k := strings.IndexByte(s[j+1:min(len(s), j+1+256)], s[j]); k >= 0 {
+				return min(len(s), j+1+k+1)
+			}
+			return min(len(s), j+1+256)
+		}
+		j++
+	}
+	for n := 0; j < len(s) && n < 256; n++ {
+		c := s[j]
+		if c == '=' {
+			for j < len(s) && s[j] == '=' {
+				j++
+			}
+			break
+		}
+		if c <= ' ' || strings.IndexByte(";&,\"'`()<>[]{}\\", c) >= 0 {
+			break
+		}
+		j++
+	}
+	return min(len(s), j+1)
 }

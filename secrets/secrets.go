@@ -132,6 +132,9 @@ func (sc *scanner) match(r *rule, i, kwEnd int) int {
 	if r.token {
 		end = min(end, sc.tokenEnd(i))
 	}
+	if r.bounded {
+		end = min(end, assignEnd(s, kwEnd))
+	}
 	m := r.re.FindStringSubmatchIndex(s[i:end])
 	if m == nil {
 		return -1
