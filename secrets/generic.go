@@ -24,7 +24,8 @@ var genericRule = func() rule {
 	r.generic = true
 	r.ahead = nameSepAhead
 	r.span = 300
-	r.bounded = true
+	r.bounded, r.minValue = true, 16
+	r.pre = mixedClasses
 	return r
 }()
 
@@ -303,39 +304,61 @@ func isSASSig(s string, m []int) bool {
 }
 
 // assignEnd returns where the first value after a field keyword (which ends
-// at kwEnd) ends at the latest: past the rest of the name, the separator and
-// any quotes, then to the closing quote or the first byte a bare value
-// cannot hold. A run of '=' ends a bare value, as base64 padding does, so
-// "k=k=k=…" is cut at every step.
-func assignEnd(s string, kwEnd int) int {
+// at kwEnd) ends at the latest, and how long that value is at most: past the
+// rest of the name, the separator and any quotes, then to the closing quote
+// or the first byte a bare value cannot hold. A run of '=' ends a bare
+// value, as base64 padding does, so "k=k=k=…" is cut at every step. n is -1
+// when no separator follows the name, so no assignment can match.
+func assignEnd(s string, kwEnd int) (end, n int) {
 	j := kwEnd
-	for n := 0; j < len(s) && n < 48 && (isAlnum(s[j]) || s[j] == '_' || s[j] == '-' || s[j] == '.'); n++ {
+	if kwEnd > 0 && s[kwEnd-1] == '=' {
+		return valueEnd(s, j)
+	}
+	for k := 0; j < len(s) && k < 48 && (isAlnum(s[j]) || s[j] == '_' || s[j] == '-' || s[j] == '.'); k++ {
 		j++
 	}
 	nameEnd := j
-	for n := 0; j < len(s) && n < 16 && strings.IndexByte("\\\"'`] \t:=>", s[j]) >= 0; n++ {
+	for k := 0; j < len(s) && k < 16 && strings.IndexByte("\\\"'`] \t:=>", s[j]) >= 0; k++ {
 		closesName := j == nameEnd || j == nameEnd+1 && s[nameEnd] == '\\'
 		if (s[j] == '"' || s[j] == '\'' || s[j] == '`') && !closesName {
 			// A quoted value: up to its closing quote.
-			if k := strings.IndexByte(s[j+1:min(len(s), j+1+256)], s[j]); k >= 0 {
-				return min(len(s), j+1+k+1)
+			v := s[j+1 : min(len(s), j+1+256)]
+			if k := strings.IndexByte(v, s[j]); k >= 0 {
+				v = v[:k]
 			}
-			return min(len(s), j+1+256)
+			return min(len(s), j+1+len(v)+1), len(v)
 		}
 		j++
 	}
-	for n := 0; j < len(s) && n < 256; n++ {
+	if j == nameEnd {
+		return j, -1
+	}
+	return valueEnd(s, j)
+}
+
+// valueEnd is assignEnd for a bare value starting at vs.
+func valueEnd(s string, vs int) (end, n int) {
+	j := vs
+	for k := 0; j < len(s) && k < 256; k++ {
 		c := s[j]
 		if c == '=' {
+			n := j - vs
 			for j < len(s) && s[j] == '=' {
 				j++
 			}
-			break
+			return min(len(s), j+1), n
 		}
 		if c <= ' ' || strings.IndexByte(";&,\"'`()<>[]{}\\", c) >= 0 {
 			break
 		}
 		j++
 	}
-	return min(len(s), j+1)
+	return min(len(s), j+1), j - vs
 }
+
+// mixedClasses is what randomString needs at least: a digit and a letter,
+// or both letter cases.
+func mixedClasses(v string) bool { c := classes(v); return bits(c) >= 2 }
+
+// notFiller is what isPasswordValue needs at least: no filler password.
+func notFiller(v string) bool { return !passwordFillers[strings.ToLower(v)] }

@@ -41,6 +41,12 @@ type rule struct {
 	// after the keyword (see assignEnd), so that text packed with the
 	// keyword costs each hit a few bytes, not the whole span.
 	bounded bool
+	// minValue is the shortest value the pattern accepts, checked against
+	// assignEnd's cheap estimate before the pattern runs. Zero still wants
+	// a separator after the name.
+	minValue int
+	// pre, if set, is a cheap necessary condition on that estimate.
+	pre func(v string) bool
 }
 
 const defaultSpan = 512
@@ -67,9 +73,12 @@ func assign(id, desc, pattern string, check func(string, []int) bool, keywords .
 	}
 }
 
+// prechecked sets pre.
+func (r rule) prechecked(pre func(string) bool) rule { r.pre = pre; return r }
+
 // valued marks a field-anchored rule whose value is the first one after
 // the keyword, so the pattern may be cut where assignEnd says.
-func (r rule) valued() rule { r.bounded = true; return r }
+func (r rule) valued(minValue int) rule { r.bounded, r.minValue = true, minValue; return r }
 
 // mixed additionally requires the body to hold letters and digits. It is for
 // loose shapes (short prefix, open length) whose random bodies always mix
@@ -116,10 +125,10 @@ var rules = []rule{
 	tok("vercel-token", "Vercel access token", `vc[pikar]_([A-Za-z0-9]{24,})`, "vcp_", "vci_", "vck_", "vca_", "vcr_").mixed(),
 	assign("vercel-token", "Vercel access token",
 		`(?:(?i:vercel[_-]?(?:api[_-]?|access[_-]?|auth[_-]?)?token)`+q+`\]?`+sepPattern+q+`|(?i:--token)(?:=|[ \t]+)`+q+`)([A-Za-z0-9]{24,})`,
-		randomValue, "vercel", "--token").spanning(128).valued(),
+		randomValue, "vercel", "--token").spanning(128).valued(24),
 	assign("runpod-api-key", "RunPod API key",
 		`(?i:runpod[_-]?(?:api[_-]?)?key)`+q+`\]?`+sepPattern+q+`((?:rpa_)?[A-Za-z0-9]{32,})`,
-		randomValue, "runpod").spanning(160).valued(),
+		randomValue, "runpod").spanning(160).valued(32),
 	tok("perplexity-api-key", "Perplexity API key", `pplx-([A-Za-z0-9]{40,})`, "pplx-").mixed(),
 	tok("linear-api-key", "Linear API key", `lin_api_([A-Za-z0-9]{32,})`, "lin_api_").mixed(),
 	tok("databricks-api-token", "Databricks personal access token", `dapi([a-f0-9]{32})(?:-\d)?`, "dapi").mixed(),
@@ -185,10 +194,10 @@ var rules = []rule{
 		pemBody, "-----BEGIN").spanning(1 << 10),
 	assign("gcp-service-account", "Google Cloud service account key",
 		`private_key_id`+q+`\s*[:=]\s*`+q+`([0-9a-f]{40})`,
-		isServiceAccount, "private_key_id").gated(sepAhead).spanning(128).valued(),
+		isServiceAccount, "private_key_id").gated(sepAhead).spanning(128).valued(40),
 	assign("aws-secret-access-key", "AWS secret access key",
 		`(?i:secret[_-]?access[_-]?key|aws[_-]?secret(?:[_-]?access)?(?:[_-]?key)?)`+q+`(?:\s*(?:=>|:=|[:=])\s*|\s+)`+q+`([A-Za-z0-9/+]{40})`,
-		isAWSSecret, "secret_access_key", "secret-access-key", "secretaccesskey", "aws_secret", "aws-secret", "awssecret").spanning(128).valued(),
+		isAWSSecret, "secret_access_key", "secret-access-key", "secretaccesskey", "aws_secret", "aws-secret", "awssecret").spanning(128).valued(40),
 	assign("authorization-header", "Authorization header with a bearer token",
 		`(?i:authorization)`+q+`\s*[:=,]\s*`+q+`(?i:bearer|token)\s+([A-Za-z0-9._~+/=-]{16,})`,
 		isBearer, "authorization").gated(sepAhead).spanning(128),
@@ -201,10 +210,10 @@ var rules = []rule{
 	assign("password-assignment", "password in a connection string or config",
 		`(?i:password|passwd|pwd)`+q+`([ \t]*)(:=|=|:)([ \t]*)`+
 			`(?:\\?"([^"\\\r\n]+)\\?"|'([^'\r\n]+)'|([^\s;&,"'\x60()\\]+))`,
-		isPasswordValue, "password", "passwd", "pwd").gated(sepAhead).spanning(256).valued(),
+		isPasswordValue, "password", "passwd", "pwd").gated(sepAhead).spanning(256).valued(1).prechecked(notFiller),
 	assign("go-mysql-dsn", "database DSN with an inline password", `@(?i:tcp6?|udp|unix)\(`, isDSN, "@tcp(", "@tcp6(", "@udp(", "@unix(").spanning(16),
-	assign("azure-storage-account-key", "Azure Storage account key", `(?i:accountkey)=([A-Za-z0-9+/]{40,}={0,2})`, base64Secret, "accountkey=").spanning(160).valued(),
-	assign("azure-shared-access-key", "Azure Service Bus or Event Hubs shared access key", `(?i:sharedaccesskey)=([A-Za-z0-9+/]{30,}={0,2})`, base64Secret, "sharedaccesskey=").spanning(160).valued(),
+	assign("azure-storage-account-key", "Azure Storage account key", `(?i:accountkey)=([A-Za-z0-9+/]{40,}={0,2})`, base64Secret, "accountkey=").spanning(160).valued(40),
+	assign("azure-shared-access-key", "Azure Service Bus or Event Hubs shared access key", `(?i:sharedaccesskey)=([A-Za-z0-9+/]{30,}={0,2})`, base64Secret, "sharedaccesskey=").spanning(160).valued(30),
 	assign("azure-sas-signature", "Azure shared access signature", `(?i:sig)=([A-Za-z0-9%+/]{30,})`, isSASSig, "sig=").spanning(160),
 	genericRule,
 }

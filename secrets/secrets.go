@@ -133,7 +133,11 @@ func (sc *scanner) match(r *rule, i, kwEnd int) int {
 		end = min(end, sc.tokenEnd(i))
 	}
 	if r.bounded {
-		end = min(end, assignEnd(s, kwEnd))
+		e, n := assignEnd(s, kwEnd)
+		if n < r.minValue || r.pre != nil && !r.pre(s[e-1-n:e-1]) {
+			return -1
+		}
+		end = min(end, e)
 	}
 	m := r.re.FindStringSubmatchIndex(s[i:end])
 	if m == nil {
