@@ -43,18 +43,19 @@ func adversarialInputs() map[string]string {
 	return out
 }
 
-// TestAdversarialCompletes scans every adversarial input, proving each one
-// finishes and giving the race detector and -timeout something to watch.
+// TestAdversarialCompletes scans 1 MiB of each keyword, proving each scan
+// finishes (under -timeout) and that a keyword alone is not a secret.
 // How fast is for BenchmarkScanAdversarial to say.
 func TestAdversarialCompletes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scans hundreds of megabytes")
 	}
 	for name, in := range adversarialInputs() {
-		f1, ok1 := Scan(in)
-		f2, ok2 := Scan(in)
-		if f1 != f2 || ok1 != ok2 {
-			t.Errorf("%s: Scan not deterministic", name)
+		if !strings.HasPrefix(name, "kw/") {
+			continue // the benchmark covers the rest
+		}
+		if f, ok := Scan(in); ok {
+			t.Errorf("%s: 1 MiB of one keyword flagged by %s", name, f.Rule)
 		}
 	}
 }

@@ -439,6 +439,11 @@ func FuzzScan(f *testing.F) {
 		f.Add(s)
 	}
 	table := ruleTable()
+	var tt strings.Builder
+	for id, desc := range table {
+		tt.WriteString(id + "\x00" + desc + "\n")
+	}
+	tableText := tt.String()
 	f.Fuzz(func(t *testing.T, s string) {
 		f1, ok1 := Scan(s)
 		f2, ok2 := Scan(s)
@@ -455,6 +460,14 @@ func FuzzScan(f *testing.F) {
 		// through them.
 		if desc, known := table[f1.Rule]; !known || desc != f1.Description {
 			t.Fatalf("Finding %+v is not a rule table entry", f1)
+		}
+		// And no piece of the input is in the finding unless the table
+		// itself holds it.
+		out := f1.Rule + "\x00" + f1.Description
+		for i := 0; i+4 <= len(out); i++ {
+			if w := out[i : i+4]; strings.Contains(s, w) && !strings.Contains(tableText, w) {
+				t.Fatalf("Finding %+v holds %q from the input", f1, w)
+			}
 		}
 	})
 }
