@@ -76,7 +76,7 @@ func isGenericValue(s string, m []int) bool {
 			return false // a call, an index or a longer expression
 		}
 	}
-	return randomString(v)
+	return randomString(v, quoted)
 }
 
 // isLowerUpperEdge reports a camelCase join at s[i]: lower then upper.
@@ -86,12 +86,14 @@ func isLowerUpperEdge(s string, i int) bool {
 
 // randomString reports a value that looks generated rather than written:
 // long enough, varied, not a reference, a path, an identifier or prose.
-func randomString(v string) bool {
+func randomString(v string, quoted bool) bool {
 	if len(v) < 16 || placeholderPassword(v) || strings.ContainsAny(v, " \t") {
 		return false
 	}
-	switch v[0] {
-	case '$', '%', '<', '{', '[', '(', '~', '.', '@', '#', '&', '*':
+	switch c := v[0]; {
+	case quoted && !strings.ContainsRune("~.", rune(c)):
+		// generated keys start with any symbol; a quote says it is a value
+	case strings.ContainsRune("%<{[(~.@#&*", rune(c)):
 		return false
 	}
 	if strings.Contains(v, "://") || isDottedIdent(v) || wordySegments(v) || fillerToken(v) {
