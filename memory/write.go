@@ -28,10 +28,14 @@ type Project struct {
 // inside the write transaction, so a file is written only for a change that
 // is then committed, and a failed file write changes nothing.
 type Mirror interface {
-	// Write writes rec's file atomically and reports what is on disk.
-	Write(rec Record) (FileState, error)
-	// Remove deletes key's file; a missing file is not an error.
-	Remove(key string) error
+	// Write writes rec's file atomically and reports what is on disk. last
+	// is what was last imported or written there (nil: nothing); a file
+	// that no longer matches it is a human's edit, never overwritten:
+	// Write returns a CodeConflict *Error instead.
+	Write(rec Record, last *FileState) (FileState, error)
+	// Remove deletes key's file; a missing file is not an error. A file
+	// that does not match last is left alone with a CodeConflict *Error.
+	Remove(key string, last *FileState) error
 }
 
 // FileState is what the mirror last saw of one file.
@@ -41,6 +45,10 @@ type FileState struct {
 	MTime int64 // Unix nanoseconds
 	Hash  string
 	ID    string // the record it holds
+	CTime int64  // Unix nanoseconds; 0 where the platform has none
+	// FileID is the id line the file carries when it is not ID: a second
+	// checkout's copy of a record has an id of its own.
+	FileID string
 }
 
 // Write is what a writer supplies for one record. Zero optional fields take
@@ -406,28 +414,19 @@ func (s *Store) writeFile(ctx context.Context, tx *sql.Tx, p Project, rec Record
 	if p.Mirror == nil || !rec.Mirrored() {
 		return nil
 	}
-	if !force {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mirror_files WHERE project = ? AND stem = ?`, string(p.ID), rec.Key).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return nil
-		}
-	}
-	st, err := p.Mirror.Write(rec)
+	last, err := fileState(ctx, tx, p.ID, rec.Key)
 	if err != nil {
-		return Errorf(CodeInternal, "", "write markdown for %s: %v", rec.Key, err)
+		return err
+	}
+	if !force && last != nil {
+		return nil
+	}
+	st, err := p.Mirror.Write(rec, last)
+	if err != nil {
+		return mirrorError("write", rec.Key, err)
 	}
 	st.ID = rec.ID
 	return setFileState(ctx, tx, p.ID, st)
-}
-
-func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO mirror_files (project, stem, size, mtime, hash, record_id) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (project, stem) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, hash = excluded.hash, record_id = excluded.record_id`,
-		string(p), st.Stem, st.Size, st.MTime, st.Hash, st.ID)
-	return err
 }
 
 func sameContent(a, b Record) bool {
@@ -523,6 +522,17 @@ func (s *Store) Delete(ctx context.Context, p Project, sel Selector) (Record, er
 }
 
 func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, removeFile bool) error {
+	// The file first: one edited by hand since it was last written keeps
+	// its record too.
+	if removeFile && p.Mirror != nil && rec.Mirrored() {
+		last, err := fileState(ctx, tx, p.ID, rec.Key)
+		if err != nil {
+			return err
+		}
+		if err := p.Mirror.Remove(rec.Key, last); err != nil {
+			return mirrorError("remove", rec.Key, err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = (SELECT rowid FROM records WHERE id = ?)`, rec.ID); err != nil {
 		return err
 	}
@@ -534,11 +544,6 @@ func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, r
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p.ID), rec.Key); err != nil {
 		return err
-	}
-	if removeFile && p.Mirror != nil {
-		if err := p.Mirror.Remove(rec.Key); err != nil {
-			return Errorf(CodeInternal, "", "remove markdown for %s: %v", rec.Key, err)
-		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"regexp"
 	"runtime"
 	"slices"
@@ -357,6 +358,10 @@ func (s *syncer) scan(r *os.Root, entries []fs.DirEntry) error {
 			return err
 		}
 		name := e.Name()
+		if name == tempSub {
+			s.sweepTempSub(r)
+			continue
+		}
 		if strings.HasPrefix(name, ".") {
 			s.sweepTemp(r, name)
 			continue
@@ -392,7 +397,8 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		return nil
 	}
 	old, known := s.state[stem]
-	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && (age > racyWindow || age < -racyWindow) && !s.d.mustRead[stem] {
+	ct := ctime(fi)
+	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && old.CTime == ct && (age > racyWindow || age < -racyWindow) && !s.d.mustRead[stem] {
 		s.d.clearProblem(stem)
 		return nil
 	}
@@ -425,13 +431,13 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		s.problem(name, stem, size, mtime, false, fmt.Sprintf("read: %v", err))
 		return nil
 	}
-	fs := memory.FileState{Stem: stem, Size: size, MTime: mtime, Hash: hash(data)}
+	fs := memory.FileState{Stem: stem, Size: size, MTime: mtime, CTime: ct, Hash: hash(data)}
 	if known && old.Hash == fs.Hash {
 		s.d.clearProblem(stem)
-		if old.Size == size && old.MTime == mtime {
+		if old.Size == size && old.MTime == mtime && old.CTime == ct {
 			return nil
 		}
-		fs.ID = old.ID
+		fs.ID, fs.FileID = old.ID, old.FileID
 		if err := s.st.Touched(s.ctx, s.p, fs); err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(name), err)
 		}
@@ -660,13 +666,32 @@ func (s *syncer) problem(name, stem string, size, mtime int64, decode bool, reas
 	}
 }
 
-// sweepTemp deletes a temporary file Write left behind in a crash.
+// sweepTemp deletes a temporary file Write left behind in a crash (in the
+// memories directory itself, where older versions wrote them).
 func (s *syncer) sweepTemp(r *os.Root, name string) {
-	if !tempName.MatchString(name) {
+	if !tempName.MatchString(path.Base(name)) {
 		return
 	}
 	if fi, err := r.Lstat(name); err == nil && fi.Mode().IsRegular() && s.now.Sub(fi.ModTime()) > staleTemp {
 		r.Remove(name)
+	}
+}
+
+// sweepTempSub sweeps the temporary directory. Its files are ignored by
+// git; only stale ones are deleted, since a fresh one may be another
+// process's write in progress.
+func (s *syncer) sweepTempSub(r *os.Root) {
+	if !s.d.exportDue(s.now) {
+		return // as seldom as the export check: once per start, then a minute
+	}
+	dir, err := r.Open(tempSub)
+	if err != nil {
+		return
+	}
+	names, _ := dir.Readdirnames(-1)
+	dir.Close()
+	for _, name := range names {
+		s.sweepTemp(r, tempSub+"/"+name)
 	}
 }
 
