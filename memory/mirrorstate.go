@@ -65,10 +65,39 @@ func mirrorError(op, key string, err error) error {
 	return Errorf(CodeInternal, "", "%s markdown for %s: %v", op, key, err)
 }
 
+// ErrStale is Import's and Touched's error when the file's recorded state
+// is no longer prev, the state the caller read before it read the file:
+// another writer wrote the file meanwhile, so what the caller read may be
+// older than what is on disk now. Nothing is changed; the next sync reads
+// the file again.
+var ErrStale = errors.New("the file was written again while it was being read")
+
+// checkPrev returns ErrStale when the recorded state of st's file holds
+// content that is neither what was read (st) nor what was recorded before
+// (prev): another writer wrote the file after it was read. A state that
+// is gone (the sync itself moved the record away) is not stale.
+func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, prev *FileState) error {
+	cur, err := fileState(ctx, tx, p, st.Stem)
+	if err != nil {
+		return err
+	}
+	if cur != nil && cur.Hash != st.Hash && (prev == nil || cur.Hash != prev.Hash) {
+		return ErrStale
+	}
+	return nil
+}
+
 // Touched records that a file was seen unchanged in content but with a new
-// size or mtime (a checkout rewrote it), so the next sync skips it again.
-func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState) error {
-	return s.tx(ctx, func(tx *sql.Tx) error { return setFileState(ctx, tx, p, st) })
+// size, mtime or change time (a checkout rewrote it), so the next sync
+// skips it again. prev is the state the caller read before it read the
+// file; see ErrStale.
+func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState, prev *FileState) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := checkPrev(ctx, tx, p, st, prev); err != nil {
+			return err
+		}
+		return setFileState(ctx, tx, p, st)
+	})
 }
 
 // Import makes rec, read from the markdown file st describes, the project's
@@ -76,9 +105,10 @@ func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState) err
 // key (the stem), description, body, tags, confidence and created time. A
 // record with that id, or the one the file held before, is updated in place,
 // so a renamed file renames the key. The file itself is never written.
-// Errors: the validation errors of Put (secrets included), CodeConflict when
-// another record holds the key.
-func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st FileState) (Record, error) {
+// prev is the file's recorded state that the caller read before it read the
+// file (nil: none). Errors: the validation errors of Put (secrets
+// included), CodeConflict when another record holds the key, ErrStale.
+func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st FileState, prev *FileState) (Record, error) {
 	conf := rec.Confidence
 	w := Write{
 		Scope: scope.Project, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
@@ -92,6 +122,9 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 	}
 	var out Record
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if err := checkPrev(ctx, tx, p, st, prev); err != nil {
+			return err
+		}
 		old, found, err := s.fileOwner(ctx, tx, p, rec.ID, st.Stem, w.Key)
 		if err != nil {
 			return err

@@ -252,8 +252,9 @@ type syncer struct {
 }
 
 type candidate struct {
-	rec memory.Record
-	fs  memory.FileState
+	rec  memory.Record
+	fs   memory.FileState
+	prev *memory.FileState // the recorded state when the file was read
 }
 
 func (s *syncer) run() error {
@@ -438,7 +439,9 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 			return nil
 		}
 		fs.ID, fs.FileID = old.ID, old.FileID
-		if err := s.st.Touched(s.ctx, s.p, fs); err != nil {
+		if err := s.st.Touched(s.ctx, s.p, fs, &old); errors.Is(err, memory.ErrStale) {
+			s.retry = true
+		} else if err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(name), err)
 		}
 		return nil
@@ -448,7 +451,11 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		s.problem(name, stem, size, mtime, true, err.Error())
 		return nil
 	}
-	s.cands = append(s.cands, candidate{rec: rec, fs: fs})
+	var prev *memory.FileState
+	if known {
+		prev = &old
+	}
+	s.cands = append(s.cands, candidate{rec: rec, fs: fs, prev: prev})
 	return nil
 }
 
@@ -540,11 +547,18 @@ func (s *syncer) imports() error {
 			} else if ok {
 				s.rep.Deleted = append(s.rep.Deleted, rec.Key)
 			}
+			c.prev = nil // Forget dropped the stem's state
 		}
-		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs)
+		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs, c.prev)
 		if err != nil {
 			if cerr := s.ctx.Err(); cerr != nil {
 				return cerr
+			}
+			if errors.Is(err, memory.ErrStale) {
+				// Another writer wrote the file after it was read: what
+				// was read is not the file any more. The next sync reads it.
+				s.retry = true
+				continue
 			}
 			// Validation failures depend on the file alone; a conflict
 			// depends on other records and may clear without the file
