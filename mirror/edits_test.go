@@ -156,3 +156,48 @@ func TestWriteLeavesNoTempInMemories(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestBranchSwitchBringsRecordsBack: checking out a branch without the
+// memories directory hides every record at once; checking the first branch
+// out again brings each back as it was, id, use count and expiry included.
+func TestBranchSwitchBringsRecordsBack(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	w := newWS(t)
+	git(t, w.root, "init", "-q")
+	git(t, w.root, "symbolic-ref", "HEAD", "refs/heads/main")
+	os.WriteFile(filepath.Join(w.root, "README"), []byte("x\n"), 0o644)
+	git(t, w.root, "add", "README")
+	git(t, w.root, "commit", "-q", "-m", "start")
+	git(t, w.root, "checkout", "-q", "-b", "memories")
+	ttl := 90 * 24 * time.Hour
+	rec, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Procedural, Key: "release", Body: "1. Tag.\n2. Push.", TTL: &ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.st.Touch(w.ctx, []string{rec.ID})
+	before, _ := w.peek("release")
+	git(t, w.root, "add", ".")
+	git(t, w.root, "commit", "-q", "-m", "memories")
+
+	git(t, w.root, "checkout", "-q", "main")
+	if rep := w.sync(); len(rep.Deleted) != 1 {
+		t.Errorf("sync on a branch without the file: %+v", rep)
+	}
+	if _, err := w.peek("release"); err == nil {
+		t.Error("the record is visible on a branch without its file")
+	}
+	git(t, w.root, "checkout", "-q", "memories")
+	w.sync()
+	after, err := w.peek("release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ID != before.ID || after.UseCount != before.UseCount || after.UseCount == 0 || !after.ExpiresAt.Equal(*before.ExpiresAt) || after.CreatedAt != before.CreatedAt {
+		t.Errorf("came back as %+v; was %+v", after, before)
+	}
+	if out, err := exec.Command("git", "-C", w.root, "status", "--porcelain").Output(); err != nil || len(out) > 0 {
+		t.Errorf("the work tree is dirty: %q %v", out, err)
+	}
+}

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -129,4 +134,107 @@ func TestLongNonASCIIFirstLine(t *testing.T) {
 	if d == "" || len(d) > memory.MaxDescriptionLen || !utf8.ValidString(d) || !strings.HasPrefix(line, strings.TrimSuffix(d, "…")) {
 		t.Errorf("description %q (%d bytes)", d, len(d))
 	}
+}
+
+// TestPurgeKeepsAValidEditOfAnExpiredFact: a fact that expired while the
+// server was not running, whose file was then edited by hand, is not purged
+// with its file at the next start: the edit is imported and brings the
+// fact back.
+func TestPurgeKeepsAValidEditOfAnExpiredFact(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	file := filepath.Join(e.root, ".prometheus", "memories", "deploy.md")
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "deploy", "body": "Deploy with make deploy.", "ttl_seconds": 1})
+	cs.Close()
+	time.Sleep(1500 * time.Millisecond)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := string(b) + "\nStill true: a reviewer checked.\n"
+	os.WriteFile(file, []byte(edited), 0o644)
+	cs = connect(t, e, nil) // purges at start
+	if got := bodyOf(t, cs, "deploy"); !strings.Contains(got, "a reviewer checked") {
+		t.Errorf("deploy reads %q", got)
+	}
+	if got, err := os.ReadFile(file); err != nil || !strings.Contains(string(got), "a reviewer checked") {
+		t.Errorf("the edited file: %v\n%s", err, got)
+	}
+	cs.Close()
+	cs = connect(t, e, nil) // and the next start keeps it
+	if got := bodyOf(t, cs, "deploy"); !strings.Contains(got, "a reviewer checked") {
+		t.Errorf("after a restart deploy reads %q", got)
+	}
+}
+
+// TestKilledWritesLeaveNothingForGit runs 8 servers writing the same keys
+// in one repository and kills them with SIGKILL 50 times in all: whatever a
+// kill leaves behind, git status shows only memory files.
+func TestKilledWritesLeaveNothingForGit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50 kills")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	e := newFastEnv(t)
+	gitIn(t, e.root, "init", "-q")
+	const procs, kills = 8, 50
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	killed := 0
+	for p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; ; round++ {
+				mu.Lock()
+				if killed >= kills {
+					mu.Unlock()
+					return
+				}
+				killed++
+				mu.Unlock()
+				s := startCrashServer(t, e)
+				select {
+				case <-s.ready:
+				case <-s.closed:
+				case <-time.After(30 * time.Second):
+				}
+				var lines strings.Builder
+				for i := range 30 {
+					b, _ := json.Marshal(map[string]any{"type": "semantic", "key": fmt.Sprintf("kill-%02d", i%6),
+						"body": strings.Repeat(fmt.Sprintf("process %d round %d write %d. ", p, round, i), 1800)})
+					fmt.Fprintf(&lines, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"memory_write","arguments":%s}}`+"\n", i, b)
+				}
+				go io.WriteString(s.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+lines.String())
+				time.Sleep(time.Duration(20+(p*7919+round*104729)%80) * time.Millisecond)
+				s.kill()
+			}
+		}()
+	}
+	wg.Wait()
+	out := gitIn(t, e.root, "status", "--porcelain", "--untracked-files=all")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "?? .prometheus/memories/kill-") || !strings.HasSuffix(line, ".md") {
+			t.Errorf("git status shows %q", line)
+		}
+	}
+}
+
+// gitIn runs git in dir, isolated from the user's and the system's config,
+// and returns its output.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
