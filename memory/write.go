@@ -302,7 +302,26 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 
 // put is the one write path: every writer ends here. id, when set, is the id
 // a new record takes (the markdown mirror keeps ids stable across stores).
+// A put that fails changes nothing, even in a transaction that goes on (a
+// capture refuses one item and stores the rest): its markdown file may
+// refuse it after the row was written.
 func (s *Store) put(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT put`); err != nil {
+		return Record{}, false, err
+	}
+	rec, created, err := s.putOnce(ctx, tx, p, w, id)
+	if err != nil {
+		if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO put`); rerr != nil {
+			return Record{}, false, errors.Join(err, rerr)
+		}
+	}
+	if _, rerr := tx.ExecContext(ctx, `RELEASE put`); rerr != nil && err == nil {
+		return Record{}, false, rerr
+	}
+	return rec, created, err
+}
+
+func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
 	now := s.now().UTC()
 	b := bucket(string(p.ID), int(w.Scope))
 	old, err := getOne(ctx, tx, `WHERE project = ? AND scope = ? AND type = ? AND key = ?`, b, int(w.Scope), string(w.Type), w.Key)

@@ -238,3 +238,26 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	}
 	return string(out)
 }
+
+// TestCaptureRefusedByAnEditChangesNothing: a capture that would rewrite a
+// procedure whose file was edited by hand into one the server refuses
+// reports the procedure refused, and leaves both the file and the record
+// as they were (the refused write is not half done in the database).
+func TestCaptureRefusedByAnEditChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	file := filepath.Join(e.root, ".prometheus", "memories", "release.md")
+	seq := []map[string]any{{"name": "release", "steps": []string{"make test", "git tag v1", "git push --tags"}, "succeeded": true}}
+	ok(t, cs, "memory_capture", map[string]any{"session_id": "s1", "tool_sequences": seq})
+	edited := refusedEdit(t, file)
+	out := ok(t, cs, "memory_capture", map[string]any{"session_id": "s2", "tool_sequences": seq})
+	if b, _ := json.Marshal(out); !strings.Contains(string(b), "release.md") {
+		t.Errorf("the capture does not report the refused procedure: %s", b)
+	}
+	sameFile(t, file, edited, "the capture")
+	rows := ok(t, cs, "memory_list", map[string]any{"type": "procedural"})
+	b, _ := json.Marshal(rows)
+	if !strings.Contains(string(b), `"use_count":1`) {
+		t.Errorf("the refused capture changed the record: %s", b)
+	}
+}
