@@ -201,3 +201,34 @@ func TestBranchSwitchBringsRecordsBack(t *testing.T) {
 		t.Errorf("the work tree is dirty: %q %v", out, err)
 	}
 }
+
+// TestFixKeepingSizeAndMtimeIsImported: a refused file fixed by an edit of
+// the same size that puts the old mtime back is imported by the same
+// process, watching or not; it is not taken for the refused file again.
+func TestFixKeepingSizeAndMtimeIsImported(t *testing.T) {
+	for _, watching := range []bool{false, true} {
+		w := newWS(t)
+		w.write("deploy.md", "---\nconfidence: 2\n---\n\nDeploy on Friday.\n")
+		w.age("deploy.md", time.Hour)
+		if rep := w.sync(); len(rep.Problems) != 1 {
+			t.Fatalf("sync of a refused file: %+v", rep)
+		}
+		if watching {
+			w.sync() // the watch is on, nothing to do
+		} else {
+			w.dir.Close()
+		}
+		fi, err := os.Stat(w.path("deploy.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.write("deploy.md", "---\nconfidence: 1\n---\n\nDeploy on Friday.\n")
+		if err := os.Chtimes(w.path("deploy.md"), fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		rep := w.sync()
+		if got, err := w.peek("deploy"); err != nil || got.Confidence != 1 || len(rep.Problems) > 0 {
+			t.Errorf("watching %v: after the fix: %+v, %v; sync %+v", watching, got, err, rep)
+		}
+	}
+}

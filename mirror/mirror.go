@@ -88,12 +88,21 @@ type Dir struct {
 }
 
 // problemSeen remembers a file Sync could not accept. Decode failures
-// depend only on the bytes, so while size and mtime stay the same the file
-// is not read again.
+// depend only on the bytes, so while size, mtime and change time stay the
+// same the file is not read again.
 type problemSeen struct {
-	size, mtime int64
-	reason      string
-	decode      bool // the reason came from Decode (or the stat), not the store
+	stamp
+	reason string
+	decode bool // the reason came from Decode (or the stat), not the store
+}
+
+// stamp is what a stat says of a file's content without reading it. The
+// change time catches what size and mtime miss: an edit that put them
+// back (cp -p, rsync -a, tar).
+type stamp struct{ size, mtime, ctime int64 }
+
+func stampOf(fi fs.FileInfo) stamp {
+	return stamp{fi.Size(), fi.ModTime().UnixNano(), ctime(fi)}
 }
 
 // Open prepares root/.prometheus/memories, root being the absolute

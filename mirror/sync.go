@@ -219,7 +219,7 @@ func (d *Dir) asRecorded(r *os.Root, stem string) bool {
 		return false
 	}
 	size, mtime := fi.Size(), fi.ModTime().UnixNano()
-	if _, ok := d.knownProblem(stem, size, mtime); ok {
+	if _, ok := d.knownProblem(stem, stampOf(fi)); ok {
 		return true
 	}
 	if !known || old.Size != size || old.MTime != mtime {
@@ -394,7 +394,7 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			what = "not a regular file"
 		}
-		s.problem(name, stem, size, mtime, true, fmt.Sprintf("is %s; memories must be regular files (it was not followed)", what))
+		s.problem(name, stem, stampOf(fi), true, fmt.Sprintf("is %s; memories must be regular files (it was not followed)", what))
 		return nil
 	}
 	old, known := s.state[stem]
@@ -403,12 +403,12 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		s.d.clearProblem(stem)
 		return nil
 	}
-	if ps, ok := s.d.knownProblem(stem, size, mtime); ok {
+	if ps, ok := s.d.knownProblem(stem, stampOf(fi)); ok {
 		s.rep.Problems = append(s.rep.Problems, Problem{Path: relFile(name), Reason: ps.reason})
 		return nil
 	}
 	if size > maxFileBytes {
-		s.problem(name, stem, size, mtime, true, fmt.Sprintf("file is %d bytes; the limit is %d (256 KiB)", size, maxFileBytes))
+		s.problem(name, stem, stampOf(fi), true, fmt.Sprintf("file is %d bytes; the limit is %d (256 KiB)", size, maxFileBytes))
 		return nil
 	}
 	data, err := readRegular(r, name, fi)
@@ -429,7 +429,7 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		return nil
 	}
 	if err != nil {
-		s.problem(name, stem, size, mtime, false, fmt.Sprintf("read: %v", err))
+		s.problem(name, stem, stampOf(fi), false, fmt.Sprintf("read: %v", err))
 		return nil
 	}
 	fs := memory.FileState{Stem: stem, Size: size, MTime: mtime, CTime: ct, Hash: hash(data)}
@@ -448,7 +448,7 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 	}
 	rec, err := Decode(stem, data)
 	if err != nil {
-		s.problem(name, stem, size, mtime, true, err.Error())
+		s.problem(name, stem, stampOf(fi), true, err.Error())
 		return nil
 	}
 	var prev *memory.FileState
@@ -564,7 +564,7 @@ func (s *syncer) imports() error {
 			// depends on other records and may clear without the file
 			// changing, so it is retried on every sync.
 			fixed := errors.Is(err, memory.ErrInvalidArgument) || errors.Is(err, memory.ErrTooLarge) || errors.Is(err, memory.ErrSecretRejected)
-			s.problem(name, stem, c.fs.Size, c.fs.MTime, fixed, err.Error())
+			s.problem(name, stem, stamp{c.fs.Size, c.fs.MTime, c.fs.CTime}, fixed, err.Error())
 			continue
 		}
 		s.d.clearProblem(stem)
@@ -654,7 +654,7 @@ func (s *syncer) export() error {
 				return cerr
 			}
 			name := rec.Key + ".md"
-			s.problem(name, rec.Key, -1, -1, false, "record has no file and could not be written to one: "+err.Error())
+			s.problem(name, rec.Key, stamp{-1, -1, -1}, false, "record has no file and could not be written to one: "+err.Error())
 			continue
 		}
 		s.d.logger().Info("memory file written for a record that had none", "path", relFile(rec.Key+".md"), "key", rec.Key)
@@ -666,13 +666,13 @@ func (s *syncer) export() error {
 // problem reports a file Sync refuses and logs it the first time it is
 // seen with this reason. decode marks reasons that depend only on the
 // file's bytes, so the file need not be read again while unchanged.
-func (s *syncer) problem(name, stem string, size, mtime int64, decode bool, reason string) {
+func (s *syncer) problem(name, stem string, at stamp, decode bool, reason string) {
 	s.rep.Problems = append(s.rep.Problems, Problem{Path: relFile(name), Reason: reason})
 	s.retry = s.retry || !decode
 	d := s.d
 	d.mu.Lock()
 	old, seen := d.problems[stem]
-	d.problems[stem] = problemSeen{size: size, mtime: mtime, reason: reason, decode: decode}
+	d.problems[stem] = problemSeen{stamp: at, reason: reason, decode: decode}
 	log := d.log
 	d.mu.Unlock()
 	if !seen || old.reason != reason {
@@ -709,11 +709,11 @@ func (s *syncer) sweepTempSub(r *os.Root) {
 	}
 }
 
-func (d *Dir) knownProblem(stem string, size, mtime int64) (problemSeen, bool) {
+func (d *Dir) knownProblem(stem string, at stamp) (problemSeen, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ps, ok := d.problems[stem]
-	return ps, ok && ps.decode && ps.size == size && ps.mtime == mtime
+	return ps, ok && ps.decode && ps.stamp == at
 }
 
 func (d *Dir) clearProblem(stem string) {
