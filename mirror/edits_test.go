@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -230,5 +231,27 @@ func TestFixKeepingSizeAndMtimeIsImported(t *testing.T) {
 		if got, err := w.peek("deploy"); err != nil || got.Confidence != 1 || len(rep.Problems) > 0 {
 			t.Errorf("watching %v: after the fix: %+v, %v; sync %+v", watching, got, err, rep)
 		}
+	}
+}
+
+// TestRemovedFileIsNotWrittenAgain: a write that comes between a file's
+// removal and the next sync (another process's sync has not seen it yet)
+// does not bring the removed file back; the sync then hides its record.
+func TestRemovedFileIsNotWrittenAgain(t *testing.T) {
+	w := newWS(t)
+	w.put(memory.Semantic, "deploy", "When we deploy", "Deploy on Monday.")
+	if err := os.Remove(w.path("deploy.md")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := w.st.Update(w.ctx, w.project(), memory.Selector{Key: "deploy"}, memory.Patch{Body: ptr("Deploy on Friday.")})
+	if !errors.Is(err, memory.ErrConflict) || !strings.Contains(err.Error(), "deploy.md") {
+		t.Errorf("update of a removed file: %v", err)
+	}
+	if _, err := os.Stat(w.path("deploy.md")); !os.IsNotExist(err) {
+		t.Errorf("the removed file is back: %v", err)
+	}
+	w.sync()
+	if _, err := w.peek("deploy"); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("after the sync: %v", err)
 	}
 }

@@ -260,7 +260,9 @@ func (d *Dir) openRoot(create bool) (*os.Root, error) {
 // left alone, mtime included. A file that holds anything other than last
 // was edited by hand since, and Sync could not import it: it is never
 // overwritten, and Write returns a memory.CodeConflict *Error naming it
-// and saying how to fix it. The id line of last's file is kept (see
+// and saying how to fix it; so does a file last recorded but now gone
+// (removed by hand: writing it again would undo that). The id line of
+// last's file is kept (see
 // memory.FileState.FileID). It creates the directory if needed. It returns
 // an error for a key that is not a normalised key, for an unsafe directory
 // (see Open), for an existing file that is not a regular file (a symlink is
@@ -307,6 +309,10 @@ func (d *Dir) Write(rec memory.Record, last *memory.FileState) (memory.FileState
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	} else if last != nil {
+		// Removed (or renamed) since the last sync: writing it again
+		// would undo that.
+		return memory.FileState{}, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name))
 	}
 
 	tmp, err := writeTemp(r, name, data, perm, keepPerm)
