@@ -74,14 +74,14 @@ var ErrStale = errors.New("the file was written again while it was being read")
 
 // checkPrev returns ErrStale when the recorded state of st's file holds
 // content that is neither what was read (st) nor what was recorded before
-// (prev): another writer wrote the file after it was read. A state that
-// is gone (the sync itself moved the record away) is not stale.
+// (prev), or is gone: another writer wrote or deleted the file after it
+// was read.
 func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, prev *FileState) error {
 	cur, err := fileState(ctx, tx, p, st.Stem)
 	if err != nil {
 		return err
 	}
-	if cur != nil && cur.Hash != st.Hash && (prev == nil || cur.Hash != prev.Hash) {
+	if cur == nil && prev != nil || cur != nil && cur.Hash != st.Hash && (prev == nil || cur.Hash != prev.Hash) {
 		return ErrStale
 	}
 	return nil
@@ -303,20 +303,25 @@ func (s *Store) fileOwner(ctx context.Context, tx *sql.Tx, p scope.Identity, id,
 }
 
 // Forget handles a file that is gone: the record it held is deleted, unless
-// it has moved to another file meanwhile. It returns the deleted record, if
-// any.
-func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string) (Record, bool, error) {
+// it has moved to another file meanwhile. prev is the file's state the
+// caller read before it found the file gone: when another writer has
+// written the file since (the state moved on), Forget returns ErrStale and
+// changes nothing. The record is hidden at once, but what the file does
+// not hold (its use count, last access and expiry) is kept for a while, so
+// that the same file coming back (same id line) brings the record back as
+// it was. It returns the deleted record, if any.
+func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev *FileState) (Record, bool, error) {
 	var rec Record
 	var deleted bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var held, fileID string
-		err := tx.QueryRowContext(ctx, `SELECT record_id, file_id FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem).Scan(&held, &fileID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
+		cur, err := fileState(ctx, tx, p, stem)
+		if err != nil || cur == nil {
 			return err
 		}
+		if prev != nil && (cur.Hash != prev.Hash || cur.ID != prev.ID) {
+			return ErrStale
+		}
+		held, fileID := cur.ID, cur.FileID
 		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem); err != nil {
 			return err
 		}

@@ -534,6 +534,7 @@ func (s *syncer) imports() error {
 		}
 		return 0
 	})
+	movedFrom := map[string]bool{} // stems whose state a renamed record took away
 	for _, c := range s.cands {
 		stem := c.fs.Stem
 		name := stem + ".md"
@@ -542,12 +543,19 @@ func (s *syncer) imports() error {
 		// file it had. Forgetting it first lets the moved record take the key
 		// even when the two are of different types.
 		if held := s.state[stem].ID; c.rec.ID != "" && held != "" && held != c.rec.ID && lastStem[c.rec.ID] != "" {
-			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem); err != nil {
+			prev := s.state[stem]
+			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem, &prev); errors.Is(err, memory.ErrStale) {
+				s.retry = true
+				continue // the file at this stem was written meanwhile
+			} else if err != nil {
 				return fmt.Errorf("sync %s: %w", relFile(name), err)
 			} else if ok {
 				s.rep.Deleted = append(s.rep.Deleted, rec.Key)
 			}
 			c.prev = nil // Forget dropped the stem's state
+		}
+		if movedFrom[stem] {
+			c.prev = nil // a record renamed away from it took its state
 		}
 		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs, c.prev)
 		if err != nil {
@@ -568,6 +576,9 @@ func (s *syncer) imports() error {
 			continue
 		}
 		s.d.clearProblem(stem)
+		if prev := lastStem[out.ID]; prev != "" && prev != stem {
+			movedFrom[prev] = true
+		}
 		if prev := lastStem[out.ID]; prev != "" && prev != stem && !s.present[prev] {
 			s.rep.Renamed = append(s.rep.Renamed, out.Key)
 			s.d.logger().Info("memory file renamed", "path", relFile(name), "from", relFile(prev+".md"), "key", out.Key)
@@ -593,7 +604,12 @@ func (s *syncer) forgets(r *os.Root) error {
 		if s.reappeared(r, stem) {
 			continue
 		}
-		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem)
+		prev := s.state[stem]
+		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem, &prev)
+		if errors.Is(err, memory.ErrStale) {
+			s.retry = true // written again since the listing: the next sync reads it
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(stem+".md"), err)
 		}
