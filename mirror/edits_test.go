@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +254,37 @@ func TestRemovedFileIsNotWrittenAgain(t *testing.T) {
 	w.sync()
 	if _, err := w.peek("deploy"); !errors.Is(err, memory.ErrNotFound) {
 		t.Errorf("after the sync: %v", err)
+	}
+}
+
+// TestSecondCheckoutCopiedFile: in a second checkout, a file copied to
+// start a new one (the same id line) becomes a new record; the original
+// keeps its record.
+func TestSecondCheckoutCopiedFile(t *testing.T) {
+	a := newWS(t)
+	a.put(memory.Semantic, "deploy", "When we deploy", "Deploy on Monday.")
+	second := t.TempDir()
+	b := newWSAt(t, second, a.st)
+	b.write("deploy.md", string(a.read("deploy.md")))
+	b.sync()
+	orig, err := b.peek("deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.write("deploy-copy.md", strings.Replace(string(b.read("deploy.md")), "Monday", "Tuesday", 1))
+	b.sync()
+	if got, err := b.peek("deploy"); err != nil || got.ID != orig.ID || got.Body != "Deploy on Monday." {
+		t.Errorf("the original after the copy: %+v, %v; want record %s", got, err, orig.ID)
+	}
+	if got, err := b.peek("deploy-copy"); err != nil || got.ID == orig.ID || got.Body != "Deploy on Tuesday." {
+		t.Errorf("the copy: %+v, %v", got, err)
+	}
+	// A hand edit of the original is an edit, not a file moved over it.
+	b.write("deploy.md", strings.Replace(string(b.read("deploy.md")), "Monday", "Sunday", 1))
+	if rep := b.sync(); len(rep.Deleted) > 0 || !slices.Equal(rep.Imported, []string{"deploy"}) {
+		t.Errorf("sync after an edit in the second checkout: %+v", rep)
+	}
+	if got, err := b.peek("deploy"); err != nil || got.ID != orig.ID || got.Body != "Deploy on Sunday." {
+		t.Errorf("the original after its edit: %+v, %v", got, err)
 	}
 }

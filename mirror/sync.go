@@ -481,6 +481,9 @@ func (s *syncer) dedupe() {
 	for stem, fs := range s.state {
 		if s.present[stem] && !importing[stem] && fs.ID != "" {
 			held[fs.ID] = true
+			if fs.FileID != "" {
+				held[fs.FileID] = true // the id line it carries (a second checkout)
+			}
 		}
 	}
 	lastStem := s.lastStems()
@@ -505,12 +508,16 @@ func (s *syncer) dedupe() {
 	}
 }
 
-// lastStems maps record ids to the stem of the file that last held them.
+// lastStems maps record ids, and the id lines files carry for them, to the
+// stem of the file that last held them.
 func (s *syncer) lastStems() map[string]string {
 	m := make(map[string]string, len(s.state))
 	for stem, fs := range s.state {
 		if fs.ID != "" {
 			m[fs.ID] = stem
+		}
+		if fs.FileID != "" {
+			m[fs.FileID] = stem
 		}
 	}
 	return m
@@ -542,7 +549,7 @@ func (s *syncer) imports() error {
 		// moved over this one, and the record this stem held goes with the
 		// file it had. Forgetting it first lets the moved record take the key
 		// even when the two are of different types.
-		if held := s.state[stem].ID; c.rec.ID != "" && held != "" && held != c.rec.ID && lastStem[c.rec.ID] != "" {
+		if held := s.state[stem]; c.rec.ID != "" && held.ID != "" && held.ID != c.rec.ID && held.FileID != c.rec.ID && lastStem[c.rec.ID] != "" {
 			prev := s.state[stem]
 			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem, &prev); errors.Is(err, memory.ErrStale) {
 				s.retry = true
