@@ -65,11 +65,11 @@ func mirrorError(op, key string, err error) error {
 	return Errorf(CodeInternal, "", "%s markdown for %s: %v", op, key, err)
 }
 
-// ErrStale is Import's and Touched's error when the file's recorded state
-// is no longer prev, the state the caller read before it read the file:
-// another writer wrote the file meanwhile, so what the caller read may be
-// older than what is on disk now. Nothing is changed; the next sync reads
-// the file again.
+// ErrStale is the error of Import, Touched and Forget when the file's
+// recorded state has moved on from prev, the state the caller read before
+// it looked at the file: another writer wrote (or removed) the file
+// meanwhile, so what the caller saw may be older than what is on disk now.
+// Nothing is changed; the next sync looks at the file again.
 var ErrStale = errors.New("the file was written again while it was being read")
 
 // checkPrev returns ErrStale when the recorded state of st's file holds
