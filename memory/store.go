@@ -324,11 +324,15 @@ func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
 			return fmt.Errorf("purge: %w", err)
 		}
 		for _, r := range recs {
-			if err := s.remove(ctx, tx, p, r, true); err != nil {
+			if err := s.remove(ctx, tx, p, r, true); errors.Is(err, ErrConflict) {
+				// Its file was edited by hand since: keep both; a sync
+				// imports the edit, which brings the record back.
+				continue
+			} else if err != nil {
 				return fmt.Errorf("purge %s: %w", r.Key, err)
 			}
+			n++
 		}
-		n = len(recs)
 		return nil
 	})
 	return n, err
