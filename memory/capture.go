@@ -25,9 +25,9 @@ type Capture struct {
 	Sequences  []Sequence // tool sequences run
 }
 
-// Sequence is a run of tool calls.
+// Sequence is a run of tool calls. Without a name, its steps name it.
 type Sequence struct {
-	Name      string   `json:"name"`
+	Name      string   `json:"name,omitempty"`
 	Steps     []string `json:"steps"`
 	Succeeded bool     `json:"succeeded"`
 }

@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return err
 		})
 	case "capture":
-		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return captureCLI(ctx, a, stdin, stdout) })
+		return captureCLI(ctx, getenv, stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "memory-mcp", version)
 		return nil
