@@ -132,7 +132,7 @@ func (s *Store) Capture(ctx context.Context, p Project, c Capture, needed int) (
 	for i, st := range c.Statements {
 		item := fmt.Sprintf("statements[%d]", i)
 		if i >= MaxCaptureItems {
-			refuse(fmt.Sprintf("statements[%d:]", i), Errorf(CodeTooLarge, "", "a capture takes at most %d statements", MaxCaptureItems))
+			refuse(fmt.Sprintf("statements[%d:]", i), Errorf(CodeTooLarge, "", "are past the limit: a capture takes at most %d statements", MaxCaptureItems))
 			break
 		}
 		st = strings.Join(strings.Fields(st), " ")
@@ -159,7 +159,7 @@ func (s *Store) Capture(ctx context.Context, p Project, c Capture, needed int) (
 	for i, q := range c.Sequences {
 		item := fmt.Sprintf("tool_sequences[%d]", i)
 		if i >= MaxCaptureItems {
-			refuse(fmt.Sprintf("tool_sequences[%d:]", i), Errorf(CodeTooLarge, "", "a capture takes at most %d tool sequences", MaxCaptureItems))
+			refuse(fmt.Sprintf("tool_sequences[%d:]", i), Errorf(CodeTooLarge, "", "are past the limit: a capture takes at most %d tool sequences", MaxCaptureItems))
 			break
 		}
 		q.Name = strings.TrimSpace(q.Name)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -377,5 +378,75 @@ func TestCaptureRacingItself(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(e.root, ".prometheus", "memories", "*"))
 	if len(files) != 3 {
 		t.Errorf("mirror holds %v, want the two facts and the procedure", files)
+	}
+}
+
+func TestCaptureHookRefusesABadSessionDirectory(t *testing.T) {
+	e := newEnv(t)
+	tr := transcriptPath(t, "claude-code-session.jsonl")
+	for _, cwd := range []string{"relative/dir", filepath.Join(e.root, "missing")} {
+		b, _ := json.Marshal(hookPayloadFor("bad-dir", tr, cwd))
+		cmd := e.command("capture")
+		cmd.Stdin = strings.NewReader(string(b))
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "session directory") {
+			t.Errorf("cwd %q: %v\n%s", cwd, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "missing")); err == nil {
+		t.Error("a missing session directory was created")
+	}
+	cs := connect(t, e, nil)
+	if msg := fails(t, cs, "memory_read", map[string]any{"key": "bad-dir"}); !strings.HasPrefix(msg, "not_found") {
+		t.Errorf("a refused capture recorded something: %s", msg)
+	}
+}
+
+func TestCaptureHookHugeAndNonASCII(t *testing.T) {
+	e := newEnv(t)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	line := func(role string, content any) {
+		enc.Encode(map[string]any{"type": role, "message": map[string]any{"role": role, "content": content}})
+	}
+	prompt := strings.Repeat("日本語のテキスト🚀", 100000) + "\nAlways answer in English 🚀. Never use emoji in commit messages."
+	line("user", prompt)
+	heredoc := "cat > big.txt <<'EOF'\n" + strings.Repeat("データ", 40000) + "\nEOF"
+	for i, cmd := range []string{heredoc, "wc -c big.txt", "echo 完了"} {
+		line("assistant", []any{map[string]any{"type": "tool_use", "id": fmt.Sprint("t", i), "name": "Bash", "input": map[string]any{"command": cmd}}})
+		line("user", []any{map[string]any{"type": "tool_result", "tool_use_id": fmt.Sprint("t", i), "content": "ok"}})
+	}
+	line("assistant", strings.Repeat("完了しました。", 2000))
+	tr := filepath.Join(t.TempDir(), "huge.jsonl")
+	if err := os.WriteFile(tr, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"日本-1", "日本-2"} {
+		hookCapture(t, e.command("capture"), hookPayloadFor(s, tr, e.root))
+	}
+	cs := connect(t, e, nil)
+	eps := records(t, cs, "episodic")
+	if len(eps) != 2 {
+		t.Fatalf("episodes = %v", eps)
+	}
+	for _, ep := range eps {
+		body := bodyOf(t, cs, ep["key"].(string))
+		if !utf8.ValidString(body) || len(body) > memory.MaxBodyBytes || !utf8.ValidString(ep["description"].(string)) {
+			t.Errorf("episode %s: %d bytes, valid %v", ep["key"], len(body), utf8.ValidString(body))
+		}
+		plan := body[strings.Index(body, "## Plan\n\n")+9:]
+		plan = plan[:strings.Index(plan, "\n")]
+		if len(plan) > planBytes+len("…") {
+			t.Errorf("plan is %d bytes", len(plan))
+		}
+	}
+	want := []string{"Always answer in English 🚀.", "Never use emoji in commit messages."}
+	if got := bodies(t, cs, "semantic"); !cmp.Equal(got, want) {
+		t.Errorf("facts (-want +got):\n%s", cmp.Diff(want, got))
+	}
+	// The heredoc makes the procedure's body larger than any body may be:
+	// it is refused, the session is still recorded.
+	if procs := records(t, cs, "procedural"); len(procs) != 0 {
+		t.Errorf("procedures = %v", procs)
 	}
 }
