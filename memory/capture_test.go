@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,49 @@ func TestCaptureRefusesDerivedSecrets(t *testing.T) {
 	}
 	if strings.Contains(res.Episode.Body, tok[4:12]) {
 		t.Error("the episode holds the secret")
+	}
+}
+
+func TestCaptureBoundsItems(t *testing.T) {
+	s, _ := mustOpen(t)
+	var stmts []string
+	var seqs []Sequence
+	for i := range MaxCaptureItems + 5 {
+		stmts = append(stmts, fmt.Sprintf("Always check item %d.", i))
+		seqs = append(seqs, Sequence{Steps: []string{fmt.Sprint("make ", i), "make test"}, Succeeded: true})
+	}
+	res := capture(t, s, Capture{SessionID: "s1", Statements: stmts, Sequences: seqs})
+	if len(res.Pending) != MaxCaptureItems || len(res.Procedures) != MaxCaptureItems {
+		t.Errorf("pending %d, procedures %d; want %d each", len(res.Pending), len(res.Procedures), MaxCaptureItems)
+	}
+	want := []Refusal{
+		{Item: "statements[200:]", Code: CodeTooLarge, Reason: "too_large: statements[200:] are past the limit: a capture takes at most 200 statements"},
+		{Item: "tool_sequences[200:]", Code: CodeTooLarge, Reason: "too_large: tool_sequences[200:] are past the limit: a capture takes at most 200 tool sequences"},
+	}
+	if !slices.Equal(res.Refused, want) {
+		t.Errorf("refused %+v", res.Refused)
+	}
+}
+
+// BenchmarkCapture captures a session of 20 statements and 10 sequences
+// into a project that already holds 500 facts.
+func BenchmarkCapture(b *testing.B) {
+	s, _ := mustOpen(b)
+	for i := range 500 {
+		put(b, s, projA, Write{Type: Semantic, Key: fmt.Sprint("fact-", i), Body: fmt.Sprintf("Always keep rule %d.", i)})
+	}
+	c := Capture{Plan: "Fix the build", Outcome: "Fixed"}
+	for i := range 20 {
+		c.Statements = append(c.Statements, fmt.Sprintf("Always check rule %d.", i%30))
+	}
+	for i := range 10 {
+		c.Sequences = append(c.Sequences, Sequence{Steps: []string{fmt.Sprint("make ", i), "go test ./..."}, Succeeded: true})
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		c.SessionID = fmt.Sprint("s", i)
+		if _, err := s.Capture(ctx, projA, c, 2); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -450,3 +450,30 @@ func TestCaptureHookHugeAndNonASCII(t *testing.T) {
 		t.Errorf("procedures = %v", procs)
 	}
 }
+
+// BenchmarkFromTranscript distils a transcript of 500 prompts, each with
+// four tool calls.
+func BenchmarkFromTranscript(b *testing.B) {
+	var sb strings.Builder
+	enc := json.NewEncoder(&sb)
+	for i := range 500 {
+		enc.Encode(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": fmt.Sprintf("Fix bug %d. Always run go vet before you finish; it helps.", i)}})
+		for j := range 4 {
+			id := fmt.Sprint("t", i, "-", j)
+			enc.Encode(map[string]any{"type": "assistant", "message": map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": id, "name": "Bash", "input": map[string]any{"command": fmt.Sprint("go test ./pkg", j)}}}}})
+			enc.Encode(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "ok", "is_error": j == 2}}}})
+		}
+		enc.Encode(map[string]any{"type": "assistant", "message": map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "text", "text": "Fixed; the tests pass and go vet is clean."}}}})
+	}
+	p := filepath.Join(b.TempDir(), "t.jsonl")
+	if err := os.WriteFile(p, []byte(sb.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(sb.Len()))
+	b.ResetTimer()
+	for range b.N {
+		if _, err := fromTranscript(hookPayload{SessionID: "s", TranscriptPath: p}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
