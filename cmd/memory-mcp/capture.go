@@ -162,10 +162,6 @@ func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader
 		_, err := fmt.Fprintf(stdout, "Nothing to capture: session %q holds no conversation.\n", in.SessionID)
 		return err
 	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
 	if dir == "" {
 		dir = getenv("CLAUDE_PROJECT_DIR")
 	}
@@ -174,7 +170,19 @@ func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader
 		if err != nil {
 			return fmt.Errorf("capture: %w", err)
 		}
-		cfg.Root, cfg.Project = root, scope.IdentityOf(root)
+		// Set as the workspace root, so that where this process runs
+		// plays no part, even a directory removed since.
+		env := getenv
+		getenv = func(k string) string {
+			if k == "PROMETHEUS_WORKSPACE_ROOT" {
+				return root
+			}
+			return env(k)
+		}
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	a, err := openApp(ctx, cfg, log)
