@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"prom.codes/memory-mcp/scope"
 )
 
 func capture(t *testing.T, s *Store, c Capture) CaptureResult {
@@ -329,4 +331,68 @@ func BenchmarkCapture(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzCapture: whatever a session says, a capture never fails for it,
+// stores only what a write would accept, under keys that are valid, and
+// taking the same session again changes nothing.
+func FuzzCapture(f *testing.F) {
+	f.Add("Prefer === over ==", "", "go test ./...")
+	f.Add("Always answer in 日本語。", "テスト", "echo 🚀")
+	f.Add("Never use C#", "aux.go", "cd ../..")
+	f.Add("..", "con", "\x00")
+	s, _ := mustOpen(f)
+	n := 0
+	f.Fuzz(func(t *testing.T, stmt, name, step string) {
+		n++
+		p := Project{ID: scope.IdentityOf(fmt.Sprint("/fuzz/", n))}
+		c := Capture{Plan: stmt, Statements: []string{stmt, stmt + " " + step}, Sequences: []Sequence{
+			{Name: name, Steps: []string{step, "make test"}, Succeeded: true},
+			{Steps: []string{name, step}, Succeeded: true},
+		}}
+		for _, sid := range []string{"a", "b"} {
+			c.SessionID = sid
+			if _, err := s.Capture(ctx, p, c, 2); err != nil {
+				t.Fatalf("capture: %v", err)
+			}
+		}
+		snapshot := func() []Record {
+			rs, _, err := s.List(ctx, p.ID, ListOptions{Limit: 500})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []Record
+			for _, r := range rs {
+				full, err := s.Peek(ctx, p.ID, Selector{ID: r.ID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, full)
+			}
+			return out
+		}
+		before := snapshot()
+		for _, r := range before {
+			if !validKey.MatchString(r.Key) || strings.Contains(r.Key, "..") || windowsDevice.MatchString(r.Key) {
+				t.Errorf("key %q", r.Key)
+			}
+			w := Write{Scope: r.Scope, Type: r.Type, Key: r.Key, Description: r.Description, Body: r.Body, Tags: r.Tags, SessionID: r.SessionID, Metadata: r.Metadata}
+			if err := validate(&w); err != nil {
+				t.Errorf("stored %s %s that a write refuses: %v", r.Type, r.Key, err)
+			}
+		}
+		if _, err := s.Capture(ctx, p, c, 2); err != nil {
+			t.Fatal(err)
+		}
+		after := snapshot()
+		if len(after) != len(before) {
+			t.Fatalf("records %d → %d on a repeated capture", len(before), len(after))
+		}
+		for i := range before {
+			a, b := after[i], before[i]
+			if a.Body != b.Body || a.Description != b.Description || a.Confidence != b.Confidence || a.UseCount != b.UseCount || !a.UpdatedAt.Equal(b.UpdatedAt) {
+				t.Errorf("%s %s moved on a repeated capture", a.Type, a.Key)
+			}
+		}
+	})
 }
