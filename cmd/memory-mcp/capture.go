@@ -159,7 +159,7 @@ func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader
 		return fmt.Errorf("capture: %w", err)
 	}
 	if in.empty() {
-		_, err := fmt.Fprintf(stdout, "Nothing to capture: session %q holds no conversation.\n", in.SessionID)
+		_, err := io.WriteString(stdout, "Nothing to capture: the session holds no conversation.\n")
 		return err
 	}
 	if dir == "" {
