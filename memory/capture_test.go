@@ -396,3 +396,26 @@ func FuzzCapture(f *testing.F) {
 		}
 	})
 }
+
+func TestCaptureLeavesAnEditedFactAlone(t *testing.T) {
+	s, _ := mustOpen(t)
+	capture(t, s, Capture{SessionID: "s1", Statements: []string{"Always run make lint."}})
+	capture(t, s, Capture{SessionID: "s2", Statements: []string{"Always run make lint."}})
+	fact, ok := factSaying(t, s, "Always run make lint.")
+	if !ok {
+		t.Fatal("not promoted")
+	}
+	edited := "Run make lint only before a release."
+	desc := "Lint before releases"
+	if _, err := s.Update(ctx, projA, Selector{ID: fact.ID}, Patch{Body: &edited, Description: &desc}); err != nil {
+		t.Fatal(err)
+	}
+	res := capture(t, s, Capture{SessionID: "s3", Statements: []string{"Always run make lint."}})
+	if len(res.Promoted) != 0 || len(res.Refused) != 1 || res.Refused[0].Code != CodeConflict || res.Refused[0].Item != "statements[0]" {
+		t.Errorf("capture = promoted %+v, refused %+v; want a conflict", res.Promoted, res.Refused)
+	}
+	after, err := s.Peek(ctx, projA.ID, Selector{ID: fact.ID})
+	if err != nil || after.Body != edited || after.Confidence != fact.Confidence {
+		t.Errorf("the edited fact moved: %+v %v", after, err)
+	}
+}
