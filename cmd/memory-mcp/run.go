@@ -16,7 +16,8 @@ Usage:
   memory-mcp read [--query Q] [--max-tokens N]
                                             print the woven recall block
   memory-mcp capture                        record a session from a payload on stdin
-                                            (memory_capture JSON or a Claude Code SessionEnd hook payload)
+                                            (memory_capture JSON or a Claude Code SessionEnd hook payload;
+                                            the payload's cwd, else CLAUDE_PROJECT_DIR, picks the project)
   memory-mcp version                        print the version
 
 Environment:
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return err
 		})
 	case "capture":
-		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return captureCLI(ctx, a, stdin, stdout) })
+		return captureCLI(ctx, getenv, stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "memory-mcp", version)
 		return nil
