@@ -1,0 +1,590 @@
+// Package index is the retrieval engine behind search: an inverted index of
+// records' text, kept in memory per partition, that ranks record ids for a
+// query with BM25F, MaxScore pruning and a phrase bonus. It knows nothing
+// of SQL, scopes or files: documents come in as ids and field texts, ranked
+// ids go out. It imports the standard library only.
+package index
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"sync"
+)
+
+// Field is one searchable part of a document.
+type Field uint8
+
+// The fields of a document.
+const (
+	Key Field = iota
+	Description
+	Body
+	Tags
+	NumFields
+)
+
+var fieldNames = [NumFields]string{"key", "description", "body", "tags"}
+
+func (f Field) String() string { return fieldNames[f] }
+
+// Params tune the ranking.
+type Params struct {
+	// Weights of the fields: a word in a key says more about a record than
+	// one deep in its body.
+	Weights [NumFields]float64
+	// B is BM25's length normalisation per field, K1 its saturation.
+	B  [NumFields]float64
+	K1 float64
+	// Phrase is the bonus, as a multiple of the query's summed idf, for
+	// a document that holds every adjacent pair of query terms adjacent;
+	// a document holding some of the pairs gets that share of it.
+	Phrase float64
+	// Half is the raw score that maps to 0.5 when scores are squeezed
+	// into 0..1.
+	Half float64
+}
+
+// DefaultParams are the parameters search uses.
+var DefaultParams = Params{
+	Weights: [NumFields]float64{3, 2, 1, 2},
+	B:       [NumFields]float64{0.5, 0.6, 0.75, 0.5},
+	K1:      1.2,
+	Phrase:  1.0,
+	Half:    5,
+}
+
+// Doc is a document to index.
+type Doc struct {
+	ID     int64
+	Fields [NumFields]string
+}
+
+type posting struct {
+	doc uint32
+	tf  [NumFields]uint8
+}
+
+type doc struct {
+	id   int64
+	toks []uint32         // term ids of every field, in order
+	ends [NumFields]int32 // where each field's terms end in toks
+	dead bool
+}
+
+func (d *doc) field(f Field) []uint32 {
+	start := int32(0)
+	if f > 0 {
+		start = d.ends[f-1]
+	}
+	return d.toks[start:d.ends[f]]
+}
+
+// Partition is the index of one partition of documents. It is safe for
+// concurrent use.
+type Partition struct {
+	mu    sync.RWMutex
+	dict  map[string]uint32
+	terms []string
+	post  [][]posting // by term id, in document order
+	df    []int32     // live documents holding each term
+	docs  []doc
+	byID  map[int64]uint32
+	live  int
+	dead  int
+	lens  [NumFields]int64 // summed field lengths of live documents
+}
+
+// NewPartition returns an empty partition.
+func NewPartition() *Partition {
+	return &Partition{dict: map[string]uint32{}, byID: map[int64]uint32{}}
+}
+
+// Len reports how many documents the partition holds.
+func (p *Partition) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.live
+}
+
+// Put adds d, replacing any document with its id.
+func (p *Partition) Put(d Doc) {
+	var fields [NumFields][]string
+	for f := range NumFields {
+		fields[f] = Analyze(d.Fields[f])
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ends [NumFields]int32
+	var toks []uint32
+	for f := range NumFields {
+		for _, t := range fields[f] {
+			toks = append(toks, p.termID(t))
+		}
+		ends[f] = int32(len(toks))
+	}
+	p.deleteLocked(d.ID)
+	p.addLocked(doc{id: d.ID, toks: slices.Clip(toks), ends: ends})
+}
+
+// termID returns t's id, adding it to the dictionary.
+func (p *Partition) termID(t string) uint32 {
+	id, ok := p.dict[t]
+	if !ok {
+		id = uint32(len(p.terms))
+		p.dict[t] = id
+		p.terms = append(p.terms, t)
+		p.post = append(p.post, nil)
+		p.df = append(p.df, 0)
+	}
+	return id
+}
+
+func (p *Partition) addLocked(d doc) {
+	n := uint32(len(p.docs))
+	p.docs = append(p.docs, d)
+	p.byID[d.id] = n
+	p.live++
+	tfs := map[uint32]*[NumFields]uint8{}
+	var order []uint32
+	for f := range NumFields {
+		fl := d.field(f)
+		p.lens[f] += int64(len(fl))
+		for _, t := range fl {
+			tf := tfs[t]
+			if tf == nil {
+				tf = new([NumFields]uint8)
+				tfs[t] = tf
+				order = append(order, t)
+			}
+			if tf[f] < math.MaxUint8 {
+				tf[f]++
+			}
+		}
+	}
+	for _, t := range order {
+		p.post[t] = append(p.post[t], posting{doc: n, tf: *tfs[t]})
+		p.df[t]++
+	}
+}
+
+// Delete removes the document with id, if the partition holds it.
+func (p *Partition) Delete(id int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deleteLocked(id)
+}
+
+func (p *Partition) deleteLocked(id int64) {
+	n, ok := p.byID[id]
+	if !ok {
+		return
+	}
+	delete(p.byID, id)
+	d := &p.docs[n]
+	d.dead = true
+	p.live--
+	p.dead++
+	seen := map[uint32]bool{}
+	for f := range NumFields {
+		fl := d.field(f)
+		p.lens[f] -= int64(len(fl))
+		for _, t := range fl {
+			if !seen[t] {
+				seen[t] = true
+				p.df[t]--
+			}
+		}
+	}
+	if p.dead > 256 && p.dead > p.live/2 {
+		p.compactLocked()
+	}
+}
+
+// compactLocked rebuilds the postings without dead documents.
+func (p *Partition) compactLocked() {
+	old := p.docs
+	p.docs = make([]doc, 0, p.live)
+	p.byID = make(map[int64]uint32, p.live)
+	for t := range p.post {
+		p.post[t] = p.post[t][:0]
+		p.df[t] = 0
+	}
+	p.live, p.dead = 0, 0
+	p.lens = [NumFields]int64{}
+	for _, d := range old {
+		if !d.dead {
+			p.addLocked(d)
+		}
+	}
+	for t := range p.post {
+		if len(p.post[t]) == 0 {
+			p.post[t] = nil
+		}
+	}
+}
+
+// Query is a ranked retrieval.
+type Query struct {
+	// Terms are the analysed query terms in order (see Analyze).
+	Terms []string
+	// K is how many results to return.
+	K int
+	// Accept, when set, reports whether a document may be returned; it
+	// is asked only of documents that could rank.
+	Accept func(id int64) bool
+	// Exhaustive scores every posting, for tests of the pruning.
+	Exhaustive bool
+}
+
+// Result is one ranked document.
+type Result struct {
+	ID     int64
+	Score  float64 // 0..1
+	Raw    float64 // the unsqueezed score
+	Terms  []string
+	Fields []Field // fields holding any of Terms
+}
+
+type cand struct {
+	score float64
+	id    int64
+	part  int
+	doc   uint32
+}
+
+// better orders candidates: higher score first, then the larger id (the
+// newer record).
+func better(a, b cand) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.id > b.id
+}
+
+// Search ranks the documents of parts for q, with statistics (document
+// counts, lengths, document frequencies) summed over parts only.
+func Search(parts []*Partition, q Query, prm Params) []Result {
+	for _, p := range parts {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+	}
+	if q.K <= 0 || len(q.Terms) == 0 {
+		return nil
+	}
+	uniq := unique(q.Terms)
+	var n float64
+	var lens [NumFields]float64
+	for _, p := range parts {
+		n += float64(p.live)
+		for f := range NumFields {
+			lens[f] += float64(p.lens[f])
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	var avg [NumFields]float64
+	for f := range NumFields {
+		avg[f] = max(lens[f]/n, 1)
+	}
+	idf := make([]float64, len(uniq))
+	for i, t := range uniq {
+		var df float64
+		for _, p := range parts {
+			if id, ok := p.dict[t]; ok {
+				df += float64(p.df[id])
+			}
+		}
+		idf[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	s := scorer{prm: prm, avg: avg}
+	// Candidates for the phrase bonus: more than are shown, so a record
+	// holding the exact phrase but ranked a little lower still rises.
+	pool := max(q.K*3, 30)
+	h := &topK{k: pool}
+	for pi, p := range parts {
+		s.search(p, pi, uniq, idf, q, h)
+	}
+	cands := h.items
+	var idfSum float64
+	for _, v := range idf {
+		idfSum += v
+	}
+	ids := make([][]uint32, len(parts)) // query term ids per partition
+	for pi, p := range parts {
+		ids[pi] = make([]uint32, len(q.Terms))
+		for i, t := range q.Terms {
+			id, ok := p.dict[t]
+			if !ok {
+				id = math.MaxUint32
+			}
+			ids[pi][i] = id
+		}
+	}
+	if len(q.Terms) > 1 && prm.Phrase > 0 {
+		for i := range cands {
+			c := &cands[i]
+			d := &parts[c.part].docs[c.doc]
+			c.score += prm.Phrase * idfSum * pairShare(d, ids[c.part])
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
+	cands = cands[:min(len(cands), q.K)]
+	out := make([]Result, len(cands))
+	for i, c := range cands {
+		r := Result{ID: c.id, Raw: c.score, Score: squeeze(c.score, prm.Half)}
+		d := &parts[c.part].docs[c.doc]
+		var inField [NumFields]bool
+		for ti, t := range uniq {
+			id, ok := parts[c.part].dict[t]
+			if !ok {
+				continue
+			}
+			found := false
+			for f := range NumFields {
+				if slices.Contains(d.field(f), id) {
+					inField[f], found = true, true
+				}
+			}
+			if found {
+				r.Terms = append(r.Terms, uniq[ti])
+			}
+		}
+		for f := range NumFields {
+			if inField[f] {
+				r.Fields = append(r.Fields, f)
+			}
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func squeeze(raw, half float64) float64 {
+	if raw <= 0 {
+		return 0
+	}
+	return math.Round(raw/(raw+half)*1e4) / 1e4
+}
+
+func unique(ts []string) []string {
+	var out []string
+	for _, t := range ts {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// pairShare is the share of the query's adjacent term pairs that stand
+// adjacent, in order, within one field of d.
+func pairShare(d *doc, q []uint32) float64 {
+	pairs, found := 0, 0
+	for i := 0; i+1 < len(q); i++ {
+		a, b := q[i], q[i+1]
+		if a == b {
+			continue
+		}
+		pairs++
+		if a == math.MaxUint32 || b == math.MaxUint32 {
+			continue
+		}
+		for f := range NumFields {
+			fl := d.field(f)
+			hit := false
+			for j := 0; j+1 < len(fl); j++ {
+				if fl[j] == a && fl[j+1] == b {
+					hit = true
+					break
+				}
+			}
+			if hit {
+				found++
+				break
+			}
+		}
+	}
+	if pairs == 0 {
+		return 0
+	}
+	return float64(found) / float64(pairs)
+}
+
+type scorer struct {
+	prm Params
+	avg [NumFields]float64
+}
+
+// term scores one posting.
+func (s *scorer) term(p *Partition, ps posting, idf float64) float64 {
+	d := &p.docs[ps.doc]
+	var w float64
+	for f := range NumFields {
+		if ps.tf[f] == 0 {
+			continue
+		}
+		start := int32(0)
+		if f > 0 {
+			start = d.ends[f-1]
+		}
+		l := float64(d.ends[f] - start)
+		w += s.prm.Weights[f] * float64(ps.tf[f]) / (1 - s.prm.B[f] + s.prm.B[f]*l/s.avg[f])
+	}
+	return idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
+}
+
+type cursor struct {
+	list []posting
+	pos  int
+	idf  float64
+	ub   float64
+}
+
+func (c *cursor) doc() uint32 {
+	if c.pos < len(c.list) {
+		return c.list[c.pos].doc
+	}
+	return math.MaxUint32
+}
+
+// seek moves to the first posting at or after doc.
+func (c *cursor) seek(d uint32) {
+	if c.doc() >= d {
+		return
+	}
+	// Gallop, then binary search.
+	step := 1
+	lo := c.pos
+	hi := c.pos + step
+	for hi < len(c.list) && c.list[hi].doc < d {
+		lo = hi
+		step *= 2
+		hi = c.pos + step
+	}
+	hi = min(hi, len(c.list))
+	c.pos = lo + sort.Search(hi-lo, func(i int) bool { return c.list[lo+i].doc >= d })
+}
+
+// search runs MaxScore over one partition, adding to h. Cursors are kept
+// in order of their upper bounds; those whose bounds together cannot lift
+// a document above the current k-th score are not walked, only probed for
+// documents the others found.
+func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Query, h *topK) {
+	var cs []*cursor
+	for i, t := range terms {
+		id, ok := p.dict[t]
+		if !ok || p.df[id] == 0 {
+			continue
+		}
+		cs = append(cs, &cursor{list: p.post[id], idf: idf[i], ub: idf[i] * (s.prm.K1 + 1)})
+	}
+	if len(cs) == 0 {
+		return
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].ub < cs[j].ub })
+	prefix := make([]float64, len(cs))
+	var sum float64
+	for i, c := range cs {
+		sum += c.ub
+		prefix[i] = sum
+	}
+	ne := 0 // cursors before ne are non-essential
+	for {
+		theta := h.threshold()
+		if !q.Exhaustive {
+			for ne < len(cs) && prefix[ne] < theta {
+				ne++
+			}
+		}
+		if ne == len(cs) {
+			return
+		}
+		next := uint32(math.MaxUint32)
+		for _, c := range cs[ne:] {
+			next = min(next, c.doc())
+		}
+		if next == math.MaxUint32 {
+			return
+		}
+		d := &p.docs[next]
+		var score float64
+		for _, c := range cs[ne:] {
+			if c.doc() == next {
+				score += s.term(p, c.list[c.pos], c.idf)
+				c.pos++
+			}
+		}
+		if d.dead {
+			continue
+		}
+		if ne > 0 && score+prefix[ne-1] < theta {
+			continue
+		}
+		if q.Accept != nil && !q.Accept(d.id) {
+			continue
+		}
+		for i := ne - 1; i >= 0; i-- {
+			if score+prefix[i] < theta {
+				break
+			}
+			c := cs[i]
+			c.seek(next)
+			if c.doc() == next {
+				score += s.term(p, c.list[c.pos], c.idf)
+			}
+		}
+		h.push(cand{score: score, id: d.id, part: pi, doc: next})
+	}
+}
+
+// topK keeps the k best candidates in a min-heap.
+type topK struct {
+	k     int
+	items []cand
+}
+
+func (h *topK) threshold() float64 {
+	if len(h.items) < h.k {
+		return 0
+	}
+	return h.items[0].score
+}
+
+func (h *topK) push(c cand) {
+	if len(h.items) < h.k {
+		h.items = append(h.items, c)
+		// sift up
+		i := len(h.items) - 1
+		for i > 0 {
+			parent := (i - 1) / 2
+			if !better(h.items[parent], h.items[i]) {
+				break
+			}
+			h.items[parent], h.items[i] = h.items[i], h.items[parent]
+			i = parent
+		}
+		return
+	}
+	if !better(c, h.items[0]) {
+		return
+	}
+	h.items[0] = c
+	i := 0
+	for {
+		l, r := 2*i+1, 2*i+2
+		worst := i
+		if l < len(h.items) && better(h.items[worst], h.items[l]) {
+			worst = l
+		}
+		if r < len(h.items) && better(h.items[worst], h.items[r]) {
+			worst = r
+		}
+		if worst == i {
+			return
+		}
+		h.items[i], h.items[worst] = h.items[worst], h.items[i]
+		i = worst
+	}
+}
