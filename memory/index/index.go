@@ -36,9 +36,9 @@ type Params struct {
 	// B is BM25's length normalisation per field, K1 its saturation.
 	B  [NumFields]float64
 	K1 float64
-	// Phrase is the bonus, as a multiple of the query's summed idf, for
-	// a document that holds every adjacent pair of query terms adjacent;
-	// a document holding some of the pairs gets that share of it.
+	// Phrase is the bonus, as a multiple of the best score among the
+	// candidates, for a document that holds every adjacent pair of query
+	// terms adjacent; one holding a share s of the pairs gets s² of it.
 	Phrase float64
 	// Half is the raw score that maps to 0.5 when scores are squeezed
 	// into 0..1.
@@ -301,16 +301,12 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	s := scorer{prm: prm, avg: avg}
 	// Candidates for the phrase bonus: more than are shown, so a record
 	// holding the exact phrase but ranked a little lower still rises.
-	pool := max(q.K*3, 30)
+	pool := max(q.K*4, 100)
 	h := &topK{k: pool}
 	for pi, p := range parts {
 		s.search(p, pi, uniq, idf, q, h)
 	}
 	cands := h.items
-	var idfSum float64
-	for _, v := range idf {
-		idfSum += v
-	}
 	ids := make([][]uint32, len(parts)) // query term ids per partition
 	for pi, p := range parts {
 		ids[pi] = make([]uint32, len(q.Terms))
@@ -323,10 +319,18 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		}
 	}
 	if len(q.Terms) > 1 && prm.Phrase > 0 {
+		// The bonus is measured against the best score in the pool, so
+		// that a record holding the whole phrase rises above every record
+		// holding the words apart, whatever the idf of the words.
+		var top float64
+		for _, c := range cands {
+			top = max(top, c.score)
+		}
 		for i := range cands {
 			c := &cands[i]
 			d := &parts[c.part].docs[c.doc]
-			c.score += prm.Phrase * idfSum * pairShare(d, ids[c.part])
+			share := pairShare(d, ids[c.part])
+			c.score += prm.Phrase * share * share * top
 		}
 	}
 	sort.Slice(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
