@@ -126,9 +126,12 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	for i, r := range results {
 		ids[i] = strconv.FormatInt(r.ID, 10)
 	}
-	// The index was current when the search began; a record changed
-	// since is read as it is now, and one no longer effective is left out.
-	pass, err := s.passing(ctx, `r.rowid IN (`+strings.Join(ids, ",")+`) AND `+effective, s.args(p))
+	// The rows are read by rowid alone: the index was current when the
+	// search began and has judged visibility and the scope chain, and a
+	// record changed since is shown as it is now. One deleted since, or
+	// whose rowid now holds a record of another project or one expired,
+	// is left out.
+	pass, err := s.readHits(ctx, p, ids)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -155,33 +158,40 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	return hits, nil
 }
 
-// passing returns the records that meet where, by rowid.
-func (s *Store) passing(ctx context.Context, where string, args []any) (map[int64]Record, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, `+cols+` FROM records r WHERE `+where, args...)
+// readHits reads the records of rowids that project p may see.
+func (s *Store) readHits(ctx context.Context, p scope.Identity, rowids []string) (map[int64]Record, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE r.rowid IN (`+strings.Join(rowids, ",")+`)`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	now := s.now()
 	pass := map[int64]Record{}
 	for rows.Next() {
 		var id int64
-		r, err := scanRecord(withRowid{rows, &id})
+		var project string
+		r, err := scanRecord(withRowid{rows, &id, &project})
 		if err != nil {
 			return nil, err
+		}
+		if project != string(p) && project != "" || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
+			continue
 		}
 		pass[id] = r
 	}
 	return pass, rows.Err()
 }
 
-// withRowid scans a row whose first column is the rowid, then a record.
+// withRowid scans a row whose first columns are the rowid and the
+// project, then a record.
 type withRowid struct {
-	rows  interface{ Scan(...any) error }
-	rowid *int64
+	rows    interface{ Scan(...any) error }
+	rowid   *int64
+	project *string
 }
 
 func (w withRowid) Scan(dest ...any) error {
-	return w.rows.Scan(append([]any{w.rowid}, dest...)...)
+	return w.rows.Scan(append([]any{w.rowid, w.project}, dest...)...)
 }
 
 // analyzeQuery returns the query's terms in order (at most 32 distinct)

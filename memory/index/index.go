@@ -72,6 +72,13 @@ type doc struct {
 	dead bool
 }
 
+func (d *doc) len(f Field) int32 {
+	if f == 0 {
+		return d.ends[0]
+	}
+	return d.ends[f] - d.ends[f-1]
+}
+
 func (d *doc) field(f Field) []uint32 {
 	start := int32(0)
 	if f > 0 {
@@ -93,6 +100,14 @@ type Partition struct {
 	live  int
 	dead  int
 	lens  [NumFields]int64 // summed field lengths of live documents
+
+	// For each term, the most any of its postings gives per field
+	// (tf / (1 - b + b·length/ref), with DefaultParams' b), against
+	// reference average lengths ref: the bound MaxScore prunes with. It
+	// stays a bound as documents go; it is rebuilt when the averages
+	// drift far from ref.
+	ref  [NumFields]float64
+	maxr [][NumFields]float32
 }
 
 // NewPartition returns an empty partition.
@@ -136,6 +151,7 @@ func (p *Partition) termID(t string) uint32 {
 		p.terms = append(p.terms, t)
 		p.post = append(p.post, nil)
 		p.df = append(p.df, 0)
+		p.maxr = append(p.maxr, [NumFields]float32{})
 	}
 	return id
 }
@@ -163,8 +179,54 @@ func (p *Partition) addLocked(d doc) {
 		}
 	}
 	for _, t := range order {
-		p.post[t] = append(p.post[t], posting{doc: n, tf: *tfs[t]})
+		ps := posting{doc: n, tf: *tfs[t]}
+		p.post[t] = append(p.post[t], ps)
 		p.df[t]++
+		p.raise(t, ps)
+	}
+	p.checkRef()
+}
+
+// raise lifts term t's bounds to cover ps.
+func (p *Partition) raise(t uint32, ps posting) {
+	d := &p.docs[ps.doc]
+	for f := range NumFields {
+		if ps.tf[f] == 0 {
+			continue
+		}
+		r := float32(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(d.len(f))/p.ref[f]))
+		if r > p.maxr[t][f] {
+			p.maxr[t][f] = r
+		}
+	}
+}
+
+// checkRef rebuilds the bounds when the average lengths have moved more
+// than half again from the reference, so the bounds stay tight.
+func (p *Partition) checkRef() {
+	if p.live == 0 {
+		return
+	}
+	drift := false
+	for f := range NumFields {
+		avg := max(float64(p.lens[f])/float64(p.live), 1)
+		if p.ref[f] == 0 || avg > 1.5*p.ref[f] || avg < p.ref[f]/1.5 {
+			drift = true
+		}
+	}
+	if !drift {
+		return
+	}
+	for f := range NumFields {
+		p.ref[f] = max(float64(p.lens[f])/float64(p.live), 1)
+	}
+	for t, list := range p.post {
+		p.maxr[t] = [NumFields]float32{}
+		for _, ps := range list {
+			if !p.docs[ps.doc].dead {
+				p.raise(uint32(t), ps)
+			}
+		}
 	}
 }
 
@@ -209,7 +271,9 @@ func (p *Partition) compactLocked() {
 	for t := range p.post {
 		p.post[t] = p.post[t][:0]
 		p.df[t] = 0
+		p.maxr[t] = [NumFields]float32{}
 	}
+	p.ref = [NumFields]float64{}
 	p.live, p.dead = 0, 0
 	p.lens = [NumFields]int64{}
 	for _, d := range old {
@@ -301,12 +365,24 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	s := scorer{prm: prm, avg: avg}
 	// Candidates for the phrase bonus: more than are shown, so a record
 	// holding the exact phrase but ranked a little lower still rises.
-	pool := max(q.K*4, 100)
+	pool := max(q.K*2, 20)
 	h := &topK{k: pool}
 	for pi, p := range parts {
 		s.search(p, pi, uniq, idf, q, h)
 	}
 	cands := h.items
+	if len(uniq) > 1 && prm.Phrase > 0 {
+		// A record holding the whole phrase may score below the pool on
+		// words alone (a short mention among records that repeat the
+		// words); find those among the records holding every word.
+		in := map[[2]int64]bool{}
+		for _, c := range cands {
+			in[[2]int64{int64(c.part), int64(c.doc)}] = true
+		}
+		for pi, p := range parts {
+			cands = s.phraseCands(p, pi, q, uniq, idf, in, cands)
+		}
+	}
 	ids := make([][]uint32, len(parts)) // query term ids per partition
 	for pi, p := range parts {
 		ids[pi] = make([]uint32, len(q.Terms))
@@ -439,6 +515,66 @@ func (s *scorer) term(p *Partition, ps posting, idf float64) float64 {
 	return idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
 }
 
+// bound is the most term id can add to a document's score in p.
+func (s *scorer) bound(p *Partition, id uint32, idf float64) float64 {
+	loose := idf * (s.prm.K1 + 1)
+	if s.prm.B != DefaultParams.B || p.ref[0] == 0 {
+		return loose
+	}
+	var w float64
+	for f := range NumFields {
+		w += s.prm.Weights[f] * float64(p.maxr[id][f]) * max(1, s.avg[f]/p.ref[f])
+	}
+	// float32 bounds round; a little headroom keeps them bounds.
+	w *= 1.0001
+	return min(loose, idf*w*(s.prm.K1+1)/(s.prm.K1+w))
+}
+
+// maxPhraseChecks caps the records holding every query word that are
+// checked for the phrase in one partition.
+const maxPhraseChecks = 2000
+
+// phraseCands adds to cands the records of p that hold q's terms as a
+// phrase and are not among them yet.
+func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in map[[2]int64]bool, cands []cand) []cand {
+	cs := make([]*cursor, 0, len(uniq))
+	for i, t := range uniq {
+		id, ok := p.dict[t]
+		if !ok || p.df[id] == 0 {
+			return cands
+		}
+		cs = append(cs, &cursor{list: p.post[id], idf: idf[i]})
+	}
+	sort.Slice(cs, func(i, j int) bool { return len(cs[i].list) < len(cs[j].list) })
+	if len(cs[0].list) > maxPhraseChecks {
+		return cands
+	}
+	seq := make([]uint32, len(q.Terms))
+	for i, t := range q.Terms {
+		seq[i] = p.dict[t]
+	}
+walk:
+	for _, ps := range cs[0].list {
+		d := &p.docs[ps.doc]
+		if d.dead || in[[2]int64{int64(pi), int64(ps.doc)}] {
+			continue
+		}
+		score := s.term(p, ps, cs[0].idf)
+		for _, c := range cs[1:] {
+			c.seek(ps.doc)
+			if c.doc() != ps.doc {
+				continue walk
+			}
+			score += s.term(p, c.list[c.pos], c.idf)
+		}
+		if pairShare(d, seq) < 1 || q.Accept != nil && !q.Accept(d.id) {
+			continue
+		}
+		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: ps.doc})
+	}
+	return cands
+}
+
 type cursor struct {
 	list []posting
 	pos  int
@@ -482,7 +618,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 		if !ok || p.df[id] == 0 {
 			continue
 		}
-		cs = append(cs, &cursor{list: p.post[id], idf: idf[i], ub: idf[i] * (s.prm.K1 + 1)})
+		cs = append(cs, &cursor{list: p.post[id], idf: idf[i], ub: s.bound(p, id, idf[i])})
 	}
 	if len(cs) == 0 {
 		return
