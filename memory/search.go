@@ -75,19 +75,20 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		since = opts.Since.UnixNano()
 	}
 	accept := func(id int64) bool {
-		var m *docMeta
+		var m docMeta
+		found := false
 		for _, b := range buckets {
-			if m = b.meta[id]; m != nil {
+			if m, found = b.meta[id]; found {
 				break
 			}
 		}
-		if m == nil || !m.visible(now) {
+		if !found || !m.visible(now) {
 			return false
 		}
 		if opts.Type != "" && m.typ != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, m.typ) {
 			return false
 		}
-		if opts.Scope != nil && m.scope != int(*opts.Scope) || m.updated < since {
+		if opts.Scope != nil && int(m.scope) != int(*opts.Scope) || m.updated < since {
 			return false
 		}
 		for _, t := range opts.Tags {
@@ -98,8 +99,8 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		// The scope chain: a narrower visible record of the same name
 		// shadows this one.
 		for _, b := range buckets {
-			for _, other := range b.names[typeKey{m.typ, m.key}] {
-				if o := b.meta[other]; o.scope < m.scope && o.visible(now) {
+			for _, other := range b.names[m.name] {
+				if o := b.meta[other]; o.scope < m.scope && o.typ == m.typ && o.key == m.key && o.visible(now) {
 					return false
 				}
 			}

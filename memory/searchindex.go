@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 
@@ -25,24 +26,31 @@ type bucketIndex struct {
 	part    *index.Partition
 	seq     int64 // the last change applied
 	checked int64 // the store's last change when this bucket last caught up
-	meta    map[int64]*docMeta
-	names   map[typeKey][]int64 // records of each name, by rowid
-}
-
-type typeKey struct {
-	typ Type
-	key string
+	meta    map[int64]docMeta
+	names   map[uint64][]int64 // records by a hash of their type and key
+	tags    map[string]string  // one copy of each tag
 }
 
 // docMeta is what filters and the scope chain look at, kept beside the
 // index so candidates are judged without reading rows.
 type docMeta struct {
-	scope   int
-	typ     Type
+	name    uint64 // hash of type and key
 	key     string
+	scope   int8
+	typ     Type
 	tags    []string
 	updated int64
 	expires int64 // 0: never
+}
+
+// nameHash identifies a type and key; records of different names that
+// collide are told apart by their keys.
+func nameHash(t Type, key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(t))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return h.Sum64()
 }
 
 func (m *docMeta) visible(now int64) bool { return m.expires == 0 || m.expires > now }
@@ -75,7 +83,7 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 	for i, k := range keys {
 		b := x.buckets[k]
 		if b == nil {
-			b = &bucketIndex{part: index.NewPartition(), meta: map[int64]*docMeta{}, names: map[typeKey][]int64{}}
+			b = &bucketIndex{part: index.NewPartition(), meta: map[int64]docMeta{}, names: map[uint64][]int64{}, tags: map[string]string{}}
 		}
 		if b.checked != last {
 			if err := b.apply(ctx, db, k, last); err != nil {
@@ -98,6 +106,7 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 		return fmt.Errorf("read changes: %w", err)
 	}
 	defer rows.Close()
+	applied := 0
 	for rows.Next() {
 		var seq, rid int64
 		var rowid, sc, updated, expires sql.NullInt64
@@ -110,31 +119,49 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 		if !rowid.Valid {
 			continue
 		}
-		m := &docMeta{scope: int(sc.Int64), typ: Type(typ.String), key: key.String, updated: updated.Int64, expires: expires.Int64}
-		if err := json.Unmarshal([]byte(tags.String), &m.tags); err != nil {
+		applied++
+		m := docMeta{name: nameHash(Type(typ.String), key.String), key: key.String, scope: int8(sc.Int64), typ: types[typ.String], updated: updated.Int64, expires: expires.Int64}
+		if m.typ == "" {
+			m.typ = Type(typ.String)
+		}
+		var tagList []string
+		if err := json.Unmarshal([]byte(tags.String), &tagList); err != nil {
 			return fmt.Errorf("record %d tags: %w", rid, err)
 		}
+		for _, t := range tagList {
+			if c, ok := b.tags[t]; ok {
+				t = c
+			} else {
+				b.tags[t] = t
+			}
+			m.tags = append(m.tags, t)
+		}
 		b.meta[rid] = m
-		n := typeKey{m.typ, m.key}
-		b.names[n] = append(b.names[n], rid)
+		b.names[m.name] = append(b.names[m.name], rid)
 		b.part.Put(index.Doc{ID: rid, Fields: [index.NumFields]string{
-			m.key, desc.String, body.String, strings.Join(m.tags, " "),
+			key.String, desc.String, body.String, strings.Join(tagList, " "),
 		}})
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read changes: %w", err)
 	}
+	if applied > 256 {
+		b.part.Trim()
+	}
 	b.checked = last
 	return nil
 }
 
+// types shares one copy of each type's name among the records.
+var types = map[string]Type{string(Working): Working, string(Episodic): Episodic, string(Semantic): Semantic, string(Procedural): Procedural}
+
 func (b *bucketIndex) remove(rid int64) {
-	m := b.meta[rid]
-	if m == nil {
+	m, ok := b.meta[rid]
+	if !ok {
 		return
 	}
 	delete(b.meta, rid)
-	n := typeKey{m.typ, m.key}
+	n := m.name
 	ids := b.names[n]
 	for i, id := range ids {
 		if id == rid {

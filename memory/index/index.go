@@ -6,9 +6,11 @@
 package index
 
 import (
+	"encoding/binary"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -67,24 +69,27 @@ type posting struct {
 
 type doc struct {
 	id   int64
-	toks []uint32         // term ids of every field, in order
-	ends [NumFields]int32 // where each field's terms end in toks
+	toks []byte            // term ids of every field, in order, as uvarints
+	ends [NumFields]uint32 // where each field's terms end in toks
+	lens [NumFields]uint32 // how many terms each field has
 	dead bool
 }
 
-func (d *doc) len(f Field) int32 {
-	if f == 0 {
-		return d.ends[0]
-	}
-	return d.ends[f] - d.ends[f-1]
-}
+func (d *doc) len(f Field) uint32 { return d.lens[f] }
 
-func (d *doc) field(f Field) []uint32 {
-	start := int32(0)
+// field appends the term ids of field f to buf.
+func (d *doc) field(f Field, buf []uint32) []uint32 {
+	start := uint32(0)
 	if f > 0 {
 		start = d.ends[f-1]
 	}
-	return d.toks[start:d.ends[f]]
+	b := d.toks[start:d.ends[f]]
+	for len(b) > 0 {
+		v, n := binary.Uvarint(b)
+		buf = append(buf, uint32(v))
+		b = b[n:]
+	}
+	return buf
 }
 
 // Partition is the index of one partition of documents. It is safe for
@@ -92,7 +97,6 @@ func (d *doc) field(f Field) []uint32 {
 type Partition struct {
 	mu    sync.RWMutex
 	dict  map[string]uint32
-	terms []string
 	post  [][]posting // by term id, in document order
 	df    []int32     // live documents holding each term
 	docs  []doc
@@ -130,25 +134,27 @@ func (p *Partition) Put(d Doc) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var ends [NumFields]int32
-	var toks []uint32
+	nd := doc{id: d.ID}
+	var toks []byte
 	for f := range NumFields {
 		for _, t := range fields[f] {
-			toks = append(toks, p.termID(t))
+			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
 		}
-		ends[f] = int32(len(toks))
+		nd.ends[f] = uint32(len(toks))
+		nd.lens[f] = uint32(len(fields[f]))
 	}
+	nd.toks = slices.Clip(toks)
 	p.deleteLocked(d.ID)
-	p.addLocked(doc{id: d.ID, toks: slices.Clip(toks), ends: ends})
+	p.addLocked(nd)
 }
 
 // termID returns t's id, adding it to the dictionary.
 func (p *Partition) termID(t string) uint32 {
 	id, ok := p.dict[t]
 	if !ok {
-		id = uint32(len(p.terms))
-		p.dict[t] = id
-		p.terms = append(p.terms, t)
+		id = uint32(len(p.post))
+		// A copy: t may point into the document's whole text.
+		p.dict[strings.Clone(t)] = id
 		p.post = append(p.post, nil)
 		p.df = append(p.df, 0)
 		p.maxr = append(p.maxr, [NumFields]float32{})
@@ -163,8 +169,9 @@ func (p *Partition) addLocked(d doc) {
 	p.live++
 	tfs := map[uint32]*[NumFields]uint8{}
 	var order []uint32
+	var fl []uint32
 	for f := range NumFields {
-		fl := d.field(f)
+		fl = d.field(f, fl[:0])
 		p.lens[f] += int64(len(fl))
 		for _, t := range fl {
 			tf := tfs[t]
@@ -230,6 +237,20 @@ func (p *Partition) checkRef() {
 	}
 }
 
+// Trim gives back the room the partition's lists keep for growth, after
+// a bulk load.
+func (p *Partition) Trim() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t, list := range p.post {
+		if cap(list) > len(list) {
+			p.post[t] = slices.Clone(list)
+		}
+	}
+	p.docs = slices.Clip(p.docs)
+	p.post, p.df, p.maxr = slices.Clip(p.post), slices.Clip(p.df), slices.Clip(p.maxr)
+}
+
 // Delete removes the document with id, if the partition holds it.
 func (p *Partition) Delete(id int64) {
 	p.mu.Lock()
@@ -248,8 +269,9 @@ func (p *Partition) deleteLocked(id int64) {
 	p.live--
 	p.dead++
 	seen := map[uint32]bool{}
+	var fl []uint32
 	for f := range NumFields {
-		fl := d.field(f)
+		fl = d.field(f, fl[:0])
 		p.lens[f] -= int64(len(fl))
 		for _, t := range fl {
 			if !seen[t] {
@@ -423,7 +445,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			}
 			found := false
 			for f := range NumFields {
-				if slices.Contains(d.field(f), id) {
+				if slices.Contains(d.field(f, nil), id) {
 					inField[f], found = true, true
 				}
 			}
@@ -461,6 +483,13 @@ func unique(ts []string) []string {
 // pairShare is the share of the query's adjacent term pairs that stand
 // adjacent, in order, within one field of d.
 func pairShare(d *doc, q []uint32) float64 {
+	var fields [NumFields][]uint32
+	var buf []uint32
+	for f := range NumFields {
+		n := len(buf)
+		buf = d.field(f, buf)
+		fields[f] = buf[n:len(buf):len(buf)]
+	}
 	pairs, found := 0, 0
 	for i := 0; i+1 < len(q); i++ {
 		a, b := q[i], q[i+1]
@@ -471,18 +500,13 @@ func pairShare(d *doc, q []uint32) float64 {
 		if a == math.MaxUint32 || b == math.MaxUint32 {
 			continue
 		}
-		for f := range NumFields {
-			fl := d.field(f)
-			hit := false
+	fields:
+		for _, fl := range fields {
 			for j := 0; j+1 < len(fl); j++ {
 				if fl[j] == a && fl[j+1] == b {
-					hit = true
-					break
+					found++
+					break fields
 				}
-			}
-			if hit {
-				found++
-				break
 			}
 		}
 	}
@@ -505,11 +529,7 @@ func (s *scorer) term(p *Partition, ps posting, idf float64) float64 {
 		if ps.tf[f] == 0 {
 			continue
 		}
-		start := int32(0)
-		if f > 0 {
-			start = d.ends[f-1]
-		}
-		l := float64(d.ends[f] - start)
+		l := float64(d.lens[f])
 		w += s.prm.Weights[f] * float64(ps.tf[f]) / (1 - s.prm.B[f] + s.prm.B[f]*l/s.avg[f])
 	}
 	return idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
