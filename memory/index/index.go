@@ -95,15 +95,15 @@ func (d *doc) field(f Field, buf []uint32) []uint32 {
 // Partition is the index of one partition of documents. It is safe for
 // concurrent use.
 type Partition struct {
-	mu    sync.RWMutex
-	dict  map[string]uint32
-	post  [][]posting // by term id, in document order
-	df    []int32     // live documents holding each term
-	docs  []doc
-	byID  map[int64]uint32
-	live  int
-	dead  int
-	lens  [NumFields]int64 // summed field lengths of live documents
+	mu   sync.RWMutex
+	dict map[string]uint32
+	post [][]posting // by term id, in document order
+	df   []int32     // live documents holding each term
+	docs []doc
+	byID map[int64]uint32
+	live int
+	dead int
+	lens [NumFields]int64 // summed field lengths of live documents
 
 	// For each term, the most any of its postings gives per field
 	// (tf / (1 - b + b·length/ref), with DefaultParams' b), against
