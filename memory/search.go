@@ -76,12 +76,15 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	}
 	accept := func(id int64) bool {
 		var m docMeta
-		found := false
+		var in *bucketIndex
 		for _, b := range buckets {
+			var found bool
 			if m, found = b.meta[id]; found {
+				in = b
 				break
 			}
 		}
+		found := in != nil
 		if !found || !m.visible(now) {
 			return false
 		}
@@ -92,7 +95,7 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 			return false
 		}
 		for _, t := range opts.Tags {
-			if !slices.Contains(m.tags, t) {
+			if !slices.Contains(in.tagSets[m.tags], t) {
 				return false
 			}
 		}

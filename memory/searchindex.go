@@ -28,7 +28,8 @@ type bucketIndex struct {
 	checked int64 // the store's last change when this bucket last caught up
 	meta    map[int64]docMeta
 	names   map[uint64][]int64 // records by a hash of their type and key
-	tags    map[string]string  // one copy of each tag
+	tagSets [][]string         // the distinct tag lists; 0 is none
+	tagIdx  map[string]uint32  // tag lists by their JSON
 }
 
 // docMeta is what filters and the scope chain look at, kept beside the
@@ -36,11 +37,11 @@ type bucketIndex struct {
 type docMeta struct {
 	name    uint64 // hash of type and key
 	key     string
+	updated int64
+	expires int64  // 0: never
+	tags    uint32 // index in tagSets
 	scope   int8
 	typ     Type
-	tags    []string
-	updated int64
-	expires int64 // 0: never
 }
 
 // nameHash identifies a type and key; records of different names that
@@ -83,7 +84,8 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 	for i, k := range keys {
 		b := x.buckets[k]
 		if b == nil {
-			b = &bucketIndex{part: index.NewPartition(), meta: map[int64]docMeta{}, names: map[uint64][]int64{}, tags: map[string]string{}}
+			b = &bucketIndex{part: index.NewPartition(), meta: map[int64]docMeta{}, names: map[uint64][]int64{},
+				tagSets: [][]string{nil}, tagIdx: map[string]uint32{"[]": 0}}
 		}
 		if b.checked != last {
 			if err := b.apply(ctx, db, k, last); err != nil {
@@ -128,13 +130,12 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 		if err := json.Unmarshal([]byte(tags.String), &tagList); err != nil {
 			return fmt.Errorf("record %d tags: %w", rid, err)
 		}
-		for _, t := range tagList {
-			if c, ok := b.tags[t]; ok {
-				t = c
-			} else {
-				b.tags[t] = t
-			}
-			m.tags = append(m.tags, t)
+		if i, ok := b.tagIdx[tags.String]; ok {
+			m.tags = i
+		} else if len(tagList) > 0 {
+			m.tags = uint32(len(b.tagSets))
+			b.tagSets = append(b.tagSets, tagList)
+			b.tagIdx[tags.String] = m.tags
 		}
 		b.meta[rid] = m
 		b.names[m.name] = append(b.names[m.name], rid)
