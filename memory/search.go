@@ -115,7 +115,11 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		parts[i] = b.part
 	}
 	s.search.mu.RLock()
-	results := index.Search(parts, index.Query{Terms: terms, K: limit, Accept: accept}, index.DefaultParams)
+	phrase := index.Sequence(opts.Query)
+	if len(phrase) > 64 {
+		phrase = nil // a long text is not a phrase to look for; its words are
+	}
+	results := index.Search(parts, index.Query{Terms: terms, Phrase: phrase, K: limit, Accept: accept}, index.DefaultParams)
 	s.search.mu.RUnlock()
 	for i, r := range results {
 		if r.Score < opts.MinScore {

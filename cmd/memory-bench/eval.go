@@ -235,11 +235,13 @@ func knownItemEval(ctx context.Context, tmp string, seed int64, n int, stderr io
 	fmt.Fprintf(stderr, "memory-bench: seeded %d records for the known-item evaluation in %v\n", n, time.Since(start).Round(time.Millisecond))
 	r.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
 	targets = targets[:min(knownItems, len(targets))]
+	var asked [2]int
 	for _, tg := range targets {
 		for kind, q := range [2]string{keywords(r, tg.text), phrase(r, tg.text)} {
-			if q == "" {
-				continue
+			if len(memory.Terms(q)) == 0 {
+				continue // nothing to search for, as in "of the and"
 			}
+			asked[kind]++
 			hits, err := st.Search(ctx, this.ID, memory.SearchOptions{Query: q, Limit: 10})
 			if err != nil {
 				return out, fmt.Errorf("known-item query %q: %w", q, err)
@@ -254,8 +256,8 @@ func knownItemEval(ctx context.Context, tmp string, seed int64, n int, stderr io
 		}
 	}
 	for k := range out {
-		out[k].recall /= float64(len(targets))
-		out[k].mrr /= float64(len(targets))
+		out[k].recall /= float64(max(asked[k], 1))
+		out[k].mrr /= float64(max(asked[k], 1))
 	}
 	return out, nil
 }
@@ -281,7 +283,8 @@ func keywords(r *rand.Rand, text string) string {
 	return strings.Join(cands[:keywordLen], " ")
 }
 
-// phrase picks phraseLen consecutive words of one sentence of text.
+// phrase picks phraseLen consecutive words of one sentence of text, as a
+// person quoting it would.
 func phrase(r *rand.Rand, text string) string {
 	var runs [][]string
 	for _, s := range strings.FieldsFunc(text, func(r rune) bool { return r == '.' || r == '\n' }) {
@@ -384,7 +387,7 @@ func engineKeys(p *index.Partition, keys map[int64]string, q string, v variant) 
 		terms = append(terms, index.Analyze(w)...)
 	}
 	var out []string
-	for _, r := range index.Search([]*index.Partition{p}, index.Query{Terms: terms, K: 10}, v.prm) {
+	for _, r := range index.Search([]*index.Partition{p}, index.Query{Terms: terms, Phrase: index.Sequence(q), K: 10}, v.prm) {
 		out = append(out, keys[r.ID])
 	}
 	return out

@@ -13,10 +13,21 @@ import (
 // with _ or .) is kept whole, unstemmed, and then as its parts, so both the
 // exact token and its words can be found.
 func Analyze(text string) []string {
-	return appendTerms(nil, text)
+	return appendTerms(nil, text, false)
 }
 
-func appendTerms(out []string, text string) []string {
+// Sequence is Analyze keeping the stop-words in their places, each marked
+// by a leading Stop byte: the order phrases are matched in.
+func Sequence(text string) []string {
+	return appendTerms(nil, text, true)
+}
+
+// Stop marks a stop-word in a Sequence.
+const Stop = '\x00'
+
+func isStop(t string) bool { return len(t) > 0 && t[0] == Stop }
+
+func appendTerms(out []string, text string, stops bool) []string {
 	for len(text) > 0 {
 		// Skip space.
 		r, n := utf8.DecodeRuneInString(text)
@@ -28,14 +39,14 @@ func appendTerms(out []string, text string) []string {
 		if end < 0 {
 			end = len(text)
 		}
-		out = appendRun(out, text[:end])
+		out = appendRun(out, text[:end], stops)
 		text = text[end:]
 	}
 	return out
 }
 
 // appendRun analyses one run of text between spaces.
-func appendRun(out []string, run string) []string {
+func appendRun(out []string, run string, stops bool) []string {
 	folded := fold(run)
 	// Trailing sentence punctuation and wrapping quotes and brackets are
 	// not part of a code token.
@@ -67,7 +78,7 @@ func appendRun(out []string, run string) []string {
 		out = append(out, trimmed)
 	}
 	for _, w := range words {
-		out = appendWord(out, w)
+		out = appendWord(out, w, stops)
 	}
 	return out
 }
@@ -95,15 +106,15 @@ func isCode(run string, words []string) bool {
 
 // appendWord adds one word: CJK runs as pairs, other words stemmed unless
 // they are stop-words.
-func appendWord(out []string, w string) []string {
+func appendWord(out []string, w string, stops bool) []string {
 	// A word may mix CJK and other letters ("go语言"); split them.
 	for len(w) > 0 {
 		i := strings.IndexFunc(w, isCJK)
 		if i < 0 {
-			return appendPlain(out, w)
+			return appendPlain(out, w, stops)
 		}
 		if i > 0 {
-			out = appendPlain(out, w[:i])
+			out = appendPlain(out, w[:i], stops)
 			w = w[i:]
 		}
 		j := strings.IndexFunc(w, func(r rune) bool { return !isCJK(r) })
@@ -116,8 +127,11 @@ func appendWord(out []string, w string) []string {
 	return out
 }
 
-func appendPlain(out []string, w string) []string {
+func appendPlain(out []string, w string, stops bool) []string {
 	if stopWords[w] {
+		if stops {
+			out = append(out, string(Stop)+w)
+		}
 		return out
 	}
 	if len(w) > 64 {

@@ -112,6 +112,8 @@ type Partition struct {
 	// drift far from ref.
 	ref  [NumFields]float64
 	maxr [][NumFields]float32
+
+	stop []bool // by term id: a stop-word, kept only for phrases
 }
 
 // NewPartition returns an empty partition.
@@ -130,7 +132,7 @@ func (p *Partition) Len() int {
 func (p *Partition) Put(d Doc) {
 	var fields [NumFields][]string
 	for f := range NumFields {
-		fields[f] = Analyze(d.Fields[f])
+		fields[f] = Sequence(d.Fields[f])
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -139,9 +141,11 @@ func (p *Partition) Put(d Doc) {
 	for f := range NumFields {
 		for _, t := range fields[f] {
 			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
+			if !isStop(t) {
+				nd.lens[f]++
+			}
 		}
 		nd.ends[f] = uint32(len(toks))
-		nd.lens[f] = uint32(len(fields[f]))
 	}
 	nd.toks = slices.Clip(toks)
 	p.deleteLocked(d.ID)
@@ -158,6 +162,7 @@ func (p *Partition) termID(t string) uint32 {
 		p.post = append(p.post, nil)
 		p.df = append(p.df, 0)
 		p.maxr = append(p.maxr, [NumFields]float32{})
+		p.stop = append(p.stop, isStop(t))
 	}
 	return id
 }
@@ -172,8 +177,11 @@ func (p *Partition) addLocked(d doc) {
 	var fl []uint32
 	for f := range NumFields {
 		fl = d.field(f, fl[:0])
-		p.lens[f] += int64(len(fl))
+		p.lens[f] += int64(d.lens[f])
 		for _, t := range fl {
+			if p.stop[t] {
+				continue
+			}
 			tf := tfs[t]
 			if tf == nil {
 				tf = new([NumFields]uint8)
@@ -248,7 +256,7 @@ func (p *Partition) Trim() {
 		}
 	}
 	p.docs = slices.Clip(p.docs)
-	p.post, p.df, p.maxr = slices.Clip(p.post), slices.Clip(p.df), slices.Clip(p.maxr)
+	p.post, p.df, p.maxr, p.stop = slices.Clip(p.post), slices.Clip(p.df), slices.Clip(p.maxr), slices.Clip(p.stop)
 }
 
 // Delete removes the document with id, if the partition holds it.
@@ -272,9 +280,9 @@ func (p *Partition) deleteLocked(id int64) {
 	var fl []uint32
 	for f := range NumFields {
 		fl = d.field(f, fl[:0])
-		p.lens[f] -= int64(len(fl))
+		p.lens[f] -= int64(d.lens[f])
 		for _, t := range fl {
-			if !seen[t] {
+			if !seen[t] && !p.stop[t] {
 				seen[t] = true
 				p.df[t]--
 			}
@@ -314,6 +322,9 @@ func (p *Partition) compactLocked() {
 type Query struct {
 	// Terms are the analysed query terms in order (see Analyze).
 	Terms []string
+	// Phrase is the query as a Sequence, stop-words in place, for the
+	// phrase bonus; nil means Terms.
+	Phrase []string
 	// K is how many results to return.
 	K int
 	// Accept, when set, reports whether a document may be returned; it
@@ -393,7 +404,8 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		s.search(p, pi, uniq, idf, q, h)
 	}
 	cands := h.items
-	if len(uniq) > 1 && prm.Phrase > 0 {
+	phrasal := prm.Phrase > 0 && (len(q.Terms) > 1 || len(q.Phrase) > 1)
+	if phrasal {
 		// A record holding the whole phrase may score below the pool on
 		// words alone (a short mention among records that repeat the
 		// words); find those among the records holding every word.
@@ -405,18 +417,11 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			cands = s.phraseCands(p, pi, q, uniq, idf, in, cands)
 		}
 	}
-	ids := make([][]uint32, len(parts)) // query term ids per partition
+	ids := make([][]uint32, len(parts)) // the phrase's term ids per partition
 	for pi, p := range parts {
-		ids[pi] = make([]uint32, len(q.Terms))
-		for i, t := range q.Terms {
-			id, ok := p.dict[t]
-			if !ok {
-				id = math.MaxUint32
-			}
-			ids[pi][i] = id
-		}
+		ids[pi] = phraseIDs(p, q)
 	}
-	if len(q.Terms) > 1 && prm.Phrase > 0 {
+	if phrasal {
 		// The bonus is measured against the best score in the pool, so
 		// that a record holding the whole phrase rises above every record
 		// holding the words apart, whatever the idf of the words.
@@ -427,7 +432,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		for i := range cands {
 			c := &cands[i]
 			d := &parts[c.part].docs[c.doc]
-			share := pairShare(d, ids[c.part])
+			share := pairShare(d, ids[c.part], parts[c.part].stop)
 			c.score += prm.Phrase * share * share * top
 		}
 	}
@@ -480,9 +485,27 @@ func unique(ts []string) []string {
 	return out
 }
 
-// pairShare is the share of the query's adjacent term pairs that stand
-// adjacent, in order, within one field of d.
-func pairShare(d *doc, q []uint32) float64 {
+// phraseIDs are the term ids of q's phrase in p, MaxUint32 for a term p
+// lacks.
+func phraseIDs(p *Partition, q Query) []uint32 {
+	seq := q.Phrase
+	if seq == nil {
+		seq = q.Terms
+	}
+	ids := make([]uint32, len(seq))
+	for i, t := range seq {
+		id, ok := p.dict[t]
+		if !ok {
+			id = math.MaxUint32
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// pairShare is the share of the query's adjacent term pairs (a pair of
+// stop-words aside) that stand adjacent, in order, within one field of d.
+func pairShare(d *doc, q []uint32, stop []bool) float64 {
 	var fields [NumFields][]uint32
 	var buf []uint32
 	for f := range NumFields {
@@ -493,7 +516,7 @@ func pairShare(d *doc, q []uint32) float64 {
 	pairs, found := 0, 0
 	for i := 0; i+1 < len(q); i++ {
 		a, b := q[i], q[i+1]
-		if a == b {
+		if a == b || a != math.MaxUint32 && b != math.MaxUint32 && stop[a] && stop[b] {
 			continue
 		}
 		pairs++
@@ -551,8 +574,12 @@ func (s *scorer) bound(p *Partition, id uint32, idf float64) float64 {
 }
 
 // maxPhraseChecks caps the records holding every query word that are
-// checked for the phrase in one partition.
-const maxPhraseChecks = 2000
+// checked for the phrase in one partition, and maxPhraseWalk the postings
+// walked to find them.
+const (
+	maxPhraseChecks = 1000
+	maxPhraseWalk   = 20000
+)
 
 // phraseCands adds to cands the records of p that hold q's terms as a
 // phrase and are not among them yet.
@@ -566,13 +593,11 @@ func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf [
 		cs = append(cs, &cursor{list: p.post[id], idf: idf[i]})
 	}
 	sort.Slice(cs, func(i, j int) bool { return len(cs[i].list) < len(cs[j].list) })
-	if len(cs[0].list) > maxPhraseChecks {
+	if len(cs[0].list) > maxPhraseWalk {
 		return cands
 	}
-	seq := make([]uint32, len(q.Terms))
-	for i, t := range q.Terms {
-		seq[i] = p.dict[t]
-	}
+	checks := 0
+	seq := phraseIDs(p, q)
 walk:
 	for _, ps := range cs[0].list {
 		d := &p.docs[ps.doc]
@@ -587,7 +612,10 @@ walk:
 			}
 			score += s.term(p, c.list[c.pos], c.idf)
 		}
-		if pairShare(d, seq) < 1 || q.Accept != nil && !q.Accept(d.id) {
+		if checks++; checks > maxPhraseChecks {
+			break
+		}
+		if pairShare(d, seq, p.stop) < 1 || q.Accept != nil && !q.Accept(d.id) {
 			continue
 		}
 		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: ps.doc})
