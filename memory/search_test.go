@@ -197,3 +197,75 @@ func TestSearchScopeChainFiltersAndExpiry(t *testing.T) {
 		t.Errorf("expired record found: %v", got)
 	}
 }
+
+// TestSearchRowidReused deletes the newest record, so SQLite may give its
+// rowid to the next record, written by another project: the first
+// project's index must drop the old record and never show the new one.
+func TestSearchRowidReused(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, Write{Type: Semantic, Key: "keep", Body: "shared word alpha"})
+	put(t, s, projA, Write{Type: Semantic, Key: "gone", Body: "shared word omega"})
+	if got := keysOf(mustSearch(t, s, projA, SearchOptions{Query: "shared"})); len(got) != 2 {
+		t.Fatalf("before: %v", got)
+	}
+	if _, err := s.Delete(ctx, projA, Selector{Key: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, projB, Write{Type: Semantic, Key: "b-record", Body: "shared word omega from b"})
+	if got := keysOf(mustSearch(t, s, projA, SearchOptions{Query: "shared omega"})); !cmp.Equal(got, []string{"keep"}) {
+		t.Errorf("A sees %v", got)
+	}
+	if got := keysOf(mustSearch(t, s, projB, SearchOptions{Query: "omega"})); !cmp.Equal(got, []string{"b-record"}) {
+		t.Errorf("B sees %v", got)
+	}
+}
+
+// TestSearchConcurrent searches through two handles while both write,
+// for the race detector and for hits that must stay readable.
+func TestSearchConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	var stores []*Store
+	for range 2 {
+		s, err := Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	done := make(chan error, 8)
+	for w := range 4 {
+		go func() {
+			s := stores[w%2]
+			for i := range 25 {
+				key := fmt.Sprintf("note-%d-%d", w, i)
+				if _, _, err := s.Put(ctx, projA, Write{Type: Semantic, Key: key, Body: fmt.Sprintf("concurrent note %d from writer %d", i, w)}); err != nil {
+					done <- err
+					return
+				}
+				if i%5 == 4 {
+					if _, err := s.Delete(ctx, projA, Selector{Key: key}); err != nil {
+						done <- err
+						return
+					}
+				}
+				if _, err := s.Search(ctx, projA.ID, SearchOptions{Query: "concurrent note", Limit: 20}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range stores {
+		hits := mustSearch(t, s, projA, SearchOptions{Query: "concurrent", Limit: 100})
+		if len(hits) != 80 {
+			t.Errorf("%d hits, want the 80 records left", len(hits))
+		}
+	}
+}
