@@ -34,10 +34,14 @@ func BenchmarkSearchSizes(b *testing.B) {
 
 // BenchmarkSearchLoad loads the search index of a project and the shared
 // bucket from scratch, as a process's first search does, and reports the
-// heap it keeps.
+// heap it keeps. A load takes most of a second at 20,000 records; -short
+// skips that size.
 func BenchmarkSearchLoad(b *testing.B) {
 	for _, n := range []int{5_000, 20_000} {
 		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			if testing.Short() && n > 5_000 {
+				b.Skip("-short: skipping the larger size")
+			}
 			s := openBench(b, n)
 			var before, after runtime.MemStats
 			for i := range b.N {
