@@ -43,6 +43,8 @@ type Store struct {
 
 	countMu sync.Mutex
 	counts  map[countKey]count // see Count
+
+	search searchIndex // see Search
 }
 
 // Options adjust how a Store is opened.
