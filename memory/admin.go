@@ -243,14 +243,20 @@ func (p prefixed) Scan(dest ...any) error { return p.row.Scan(append([]any{p.dst
 
 // Restore writes rec as it was exported: through the one write path (every
 // field validated and scanned for secrets), keeping its id, times, use
-// count, session and source. A record with the same scope, type and key is
+// count, session and source; with no expiry it takes its type's default.
+// A record with the same scope, type and key is
 // replaced and keeps its own id. Errors as Put, and CodeConflict when the id
 // belongs to another record.
 func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, bool, error) {
 	w := Write{
 		Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
 		Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source,
-		Metadata: rec.Metadata, UseCount: &rec.UseCount, keepExpiry: true, expiresAt: rec.ExpiresAt,
+		Metadata: rec.Metadata, UseCount: &rec.UseCount,
+	}
+	// No expiry given means the type's default, as for any write: an
+	// export always carries the expiry of a working or episodic record.
+	if rec.ExpiresAt != nil {
+		w.keepExpiry, w.expiresAt = true, rec.ExpiresAt
 	}
 	if w.Source == "" {
 		w.Source = FromCLI

@@ -254,7 +254,14 @@ func runImport(c *cli, args []string) error {
 				return nil
 			}
 			var l exportLine
-			if err := json.Unmarshal(line, &l); err != nil {
+			var given struct {
+				Confidence *float64 `json:"confidence"`
+			}
+			err := json.Unmarshal(line, &l)
+			if err == nil {
+				err = json.Unmarshal(line, &given)
+			}
+			if err != nil {
 				res.Refused = append(res.Refused, refusal{n, jsonReason(err)})
 				return nil
 			}
@@ -263,6 +270,10 @@ func runImport(c *cli, args []string) error {
 				return nil
 			}
 			rec := l.record()
+			if given.Confidence == nil {
+				// A line written by hand takes the default, as a tool write does.
+				rec.Confidence = 0.5
+			}
 			if *dry {
 				err := memory.Check(memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
 					Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source, Metadata: rec.Metadata})
