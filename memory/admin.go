@@ -303,3 +303,33 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 // Check validates w as a write would, secrets included, without writing.
 // It returns the error Put would.
 func Check(w Write) error { return validate(&w) }
+
+// ReleaseMissingFiles forgets, for project p, the mirror's record of every
+// file that gone reports missing, so that the next sync writes those files
+// from the records again instead of taking their absence as a deletion.
+// After a restore it brings back the files of records the backup holds;
+// files still on disk stay canonical. It reports how many it released.
+func (s *Store) ReleaseMissingFiles(ctx context.Context, p scope.Identity, gone func(stem string) bool) (int, error) {
+	st, err := s.MirrorState(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	var stems []string
+	for stem := range st {
+		if gone(stem) {
+			stems = append(stems, stem)
+		}
+	}
+	if len(stems) == 0 {
+		return 0, nil
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		for _, stem := range stems {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem); err != nil {
+				return fmt.Errorf("release %s: %w", stem, err)
+			}
+		}
+		return nil
+	})
+	return len(stems), err
+}

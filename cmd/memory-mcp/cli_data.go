@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"prom.codes/memory-mcp/memory"
@@ -293,6 +294,7 @@ func runImport(c *cli, args []string) error {
 	if err != nil {
 		return fmt.Errorf("import %s: %w", pos[0], err)
 	}
+	sort.SliceStable(res.Refused, func(i, j int) bool { return res.Refused[i].Line < res.Refused[j].Line })
 	if f.JSON() {
 		if err := printJSON(c.stdout, res); err != nil {
 			return err
@@ -367,6 +369,12 @@ func runRestore(c *cli, args []string) error {
 	}
 	src := pos[0]
 	keep := cfg.DBPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(keep); os.IsNotExist(err) {
+			break
+		}
+		keep = fmt.Sprintf("%s.before-restore-%s-%d", cfg.DBPath, time.Now().UTC().Format("20060102T150405Z"), i)
+	}
 	chk, err := memory.CheckFile(c.ctx, src)
 	if err != nil {
 		return fmt.Errorf("restore refused, nothing changed: %w", err)
@@ -390,6 +398,24 @@ func runRestore(c *cli, args []string) error {
 		}
 		st.Close()
 	}
+	// The restored records of this project whose files are gone get their
+	// files back, rather than being deleted by the next sync for lack of
+	// them; files on disk stay canonical.
+	err = c.app(func(a *app, log *slog.Logger) error {
+		dir := a.dir.Path()
+		if _, err := a.store.ReleaseMissingFiles(c.ctx, a.cfg.Project, func(stem string) bool {
+			_, err := os.Lstat(filepath.Join(dir, stem+".md"))
+			return os.IsNotExist(err)
+		}); err != nil {
+			return err
+		}
+		rep, err := a.sync(c.ctx)
+		printProblems(c.stderr, problems(rep))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("restore: bring the markdown files up to date: %w", err)
+	}
 	out := struct {
 		Restored string `json:"restored"`
 		Into     string `json:"into"`
@@ -400,7 +426,6 @@ func runRestore(c *cli, args []string) error {
 		return printJSON(c.stdout, out)
 	}
 	fmt.Fprintf(c.stdout, "restored %d records from %s into %s\nthe replaced database is kept at %s\n", out.Records, src, cfg.DBPath, keep)
-	fmt.Fprintln(c.stderr, "markdown files stay canonical: the next read brings changed files back in")
 	return nil
 }
 
