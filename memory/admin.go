@@ -77,22 +77,21 @@ func (s *Store) Projects(ctx context.Context) ([]ProjectInfo, error) {
 	return out, nil
 }
 
-// projectTables are the tables partitioned by project identity, besides
-// records and project_roots.
-var projectTables = []string{"mirror_files", "statement_sessions", "procedure_sessions", "cache", "mirror_versions"}
-
 // MoveProject carries every record and piece of state of the project at
-// from to the project at to (a moved or re-cloned checkout). It reports how
-// many records moved. Errors: ErrNotFound when from has nothing;
-// CodeConflict when to already holds records, so that nothing is merged by
-// accident.
+// from to the project at to (a moved or re-cloned checkout), keeping ids,
+// and reports how many records moved. A server that already ran at the new
+// root has imported the checkout's markdown files as copies of the moving
+// records; those copies give way to the records they copy. Errors:
+// ErrNotFound when from has nothing; CodeConflict when to holds a record
+// of its own with the same type and key as one moving, so nothing is
+// merged by accident.
 func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot string) (int, error) {
 	if from == to {
 		return 0, Errorf(CodeInvalidArgument, "root", "the old and new roots are the same project")
 	}
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var have, taken, known int
+		var have, known int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = ?`, string(from)).Scan(&have); err != nil {
 			return err
 		}
@@ -102,30 +101,54 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 		if have == 0 && known == 0 {
 			return Errorf(CodeNotFound, "", "no project has that root in the database (see memory-mcp projects)")
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = ?`, string(to)).Scan(&taken); err != nil {
+		const clash = `FROM records t JOIN records f ON f.project = @from AND f.scope = t.scope AND f.type = t.type AND f.key = t.key WHERE t.project = @to`
+		args := []any{sql.Named("from", string(from)), sql.Named("to", string(to))}
+		var own int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) `+clash+` AND t.source <> 'markdown'`, args...).Scan(&own); err != nil {
 			return err
 		}
-		if taken > 0 {
-			return Errorf(CodeConflict, "", "the new root already has %d records of its own; move or remove them first", taken)
+		if own > 0 {
+			return Errorf(CodeConflict, "", "the new root already has %d records of its own with the keys of records moving; remove them (memory-mcp rm) or export them first", own)
 		}
-		for _, t := range projectTables {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE project = ?`, string(to)); err != nil {
-				return fmt.Errorf("move %s: %w", t, err)
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE `+t+` SET project = ? WHERE project = ?`, string(to), string(from)); err != nil {
-				return fmt.Errorf("move %s: %w", t, err)
+		// The copies made from the checkout's files go, with their state:
+		// the moving records and their file state take their place.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT t.rowid `+clash+`)`, args...); err != nil {
+			return fmt.Errorf("move: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (SELECT t.rowid `+clash+`)`, args...); err != nil {
+			return fmt.Errorf("move: %w", err)
+		}
+		steps := []string{
+			`DELETE FROM mirror_files WHERE project = @to AND stem IN (SELECT stem FROM mirror_files WHERE project = @from)`,
+			`UPDATE mirror_files SET project = @to WHERE project = @from`,
+			`UPDATE OR IGNORE statement_sessions SET project = @to WHERE project = @from`,
+			`DELETE FROM statement_sessions WHERE project = @from`,
+			`UPDATE OR IGNORE procedure_sessions SET project = @to WHERE project = @from`,
+			`DELETE FROM procedure_sessions WHERE project = @from`,
+			// Cached text is derived; both projects' go stale.
+			`DELETE FROM cache WHERE project IN (@from, @to)`,
+			// The version only ever grows, so a server watching it sees
+			// the change.
+			`INSERT INTO mirror_versions (project, version) SELECT @to, 0 WHERE NOT EXISTS (SELECT 1 FROM mirror_versions WHERE project = @to)`,
+			`UPDATE mirror_versions SET version = 1 + (SELECT max(version) FROM mirror_versions WHERE project IN (@from, @to)) WHERE project = @to`,
+			`DELETE FROM mirror_versions WHERE project = @from`,
+		}
+		for _, q := range steps {
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return fmt.Errorf("move: %w", err)
 			}
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE records SET project = ? WHERE project = ?`, string(to), string(from))
+		res, err := tx.ExecContext(ctx, `UPDATE records SET project = @to WHERE project = @from`, args...)
 		if err != nil {
 			return fmt.Errorf("move records: %w", err)
 		}
 		m, _ := res.RowsAffected()
 		n = int(m)
-		if _, err := tx.ExecContext(ctx, `DELETE FROM project_roots WHERE project IN (?, ?)`, string(from), string(to)); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM project_roots WHERE project IN (@from, @to)`, args...); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO project_roots (project, root, last_used) VALUES (?, ?, ?)`, string(to), toRoot, s.now().UnixNano())
+		_, err = tx.ExecContext(ctx, `INSERT INTO project_roots (project, root, last_used) VALUES (@to, @root, @now)`,
+			append(args, sql.Named("root", toRoot), sql.Named("now", s.now().UnixNano()))...)
 		return err
 	})
 	return n, err

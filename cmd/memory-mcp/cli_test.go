@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,6 +47,18 @@ func TestScripts(t *testing.T) {
 				_, err = f.WriteAt(junk, int64(off))
 				ts.Check(err)
 				ts.Check(f.Close())
+			},
+			// jsonid NAME FILE sets $NAME to the "id" of the JSON object in FILE.
+			"jsonid": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 2 {
+					ts.Fatalf("usage: jsonid NAME FILE")
+				}
+				var v struct{ ID string }
+				ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[1])), &v))
+				if v.ID == "" {
+					ts.Fatalf("jsonid: no id in %s", args[1])
+				}
+				ts.Setenv(args[0], v.ID)
 			},
 			// mode FILE OCTAL checks a file's permission bits.
 			"mode": func(ts *testscript.TestScript, neg bool, args []string) {
