@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"time"
 
@@ -287,6 +288,12 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 	if err := validate(&w); err != nil {
 		return Record{}, false, err
 	}
+	if err := ScanField("id", rec.ID); err != nil {
+		return Record{}, false, err
+	}
+	if rec.ID != "" && !idRE.MatchString(rec.ID) {
+		return Record{}, false, Errorf(CodeInvalidArgument, "id", "is not an id (a ULID or UUID: letters, digits and '-', at most 64)")
+	}
 	var out Record
 	var created bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -322,6 +329,10 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 	})
 	return out, created, err
 }
+
+// idRE is what an imported id may look like: a ULID or a UUID, or
+// another short opaque id.
+var idRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z-]{0,63}$`)
 
 // Check validates w as a write would, secrets included, without writing.
 // It returns the error Put would.

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"golang.org/x/term"
 )
 
 // cli is one run of a command: its environment and streams.
@@ -193,15 +195,11 @@ func (c *cli) app(fn func(*app, *slog.Logger) error) error {
 	return withApp(c.ctx, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stderr, fn)
 }
 
-// isTerminal reports whether f is a character device (a terminal, not a
-// pipe or a file).
+// isTerminal reports whether v is a terminal: not a pipe, a file or
+// /dev/null.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // progress draws a bar on a terminal and nothing anywhere else.
