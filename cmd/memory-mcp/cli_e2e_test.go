@@ -229,3 +229,71 @@ func TestTerminalBanner(t *testing.T) {
 		t.Fatalf("banner: %q", seen.String())
 	}
 }
+
+// TestImportHugeAndOversized: a line over the limit and a body over the
+// record limit are refused by number; the lines around them are imported.
+func TestImportHugeAndOversized(t *testing.T) {
+	e := newEnv(t)
+	var b bytes.Buffer
+	b.WriteString(`{"scope":"project","type":"semantic","key":"before","body":"ok"}` + "\n")
+	b.WriteString(`{"scope":"project","type":"semantic","key":"huge","body":"` + strings.Repeat("x", 3<<20) + `"}` + "\n")
+	b.WriteString(`{"scope":"project","type":"semantic","key":"big-body","body":"` + strings.Repeat("y", memory.MaxBodyBytes+1) + `"}` + "\n")
+	b.WriteString(`{"scope":"project","type":"semantic","key":"after","body":"ok"}`) // no final newline
+	file := filepath.Join(t.TempDir(), "huge.jsonl")
+	must(t, os.WriteFile(file, b.Bytes(), 0o600))
+	cmd := e.command("import", "--json", file)
+	out, err := cmd.Output()
+	if err == nil {
+		t.Fatalf("import with refused lines exited 0: %s", out)
+	}
+	var res importResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Created != 2 || len(res.Refused) != 2 || res.Lines != 4 {
+		t.Fatalf("result %+v, want 2 created, lines 2 and 3 refused", res)
+	}
+	if r := res.Refused[0]; r.Line != 2 || !strings.HasPrefix(r.Reason, "too_large: the line is longer") {
+		t.Errorf("line 2: %+v", r)
+	}
+	if r := res.Refused[1]; r.Line != 3 || !strings.HasPrefix(r.Reason, "too_large") {
+		t.Errorf("line 3: %+v", r)
+	}
+	if bytes.Contains(out, []byte("xxxxxxxx")) || bytes.Contains(out, []byte("yyyyyyyy")) {
+		t.Error("a refused value was echoed")
+	}
+}
+
+// TestProgressOnTerminal: a long import draws a bar on a terminal's stderr
+// and nothing when stderr is a pipe.
+func TestProgressOnTerminal(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("no script(1) to make a terminal")
+	}
+	e := newEnv(t)
+	var b bytes.Buffer
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&b, `{"scope":"project","type":"working","key":"p-%03d","body":"n"}`+"\n", i)
+	}
+	file := filepath.Join(t.TempDir(), "many.jsonl")
+	must(t, os.WriteFile(file, b.Bytes(), 0o600))
+
+	piped, err := e.command("import", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, piped)
+	}
+	if bytes.Contains(piped, []byte("importing [")) {
+		t.Fatalf("progress drawn into a pipe: %q", piped)
+	}
+	e2 := newEnv(t)
+	sh := exec.Command("script", "-qfec", binary+" import "+file, os.DevNull)
+	sh.Env = e2.vars()
+	sh.Dir = e2.root
+	out, err := sh.CombinedOutput()
+	if err != nil {
+		t.Skipf("script: %v: %s", err, out)
+	}
+	if !bytes.Contains(out, []byte("importing [")) || !bytes.Contains(out, []byte("imported 200 new")) {
+		t.Fatalf("no progress on a terminal: %q", out)
+	}
+}
