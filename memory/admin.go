@@ -132,7 +132,6 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 			// the change.
 			`INSERT INTO mirror_versions (project, version) SELECT @to, 0 WHERE NOT EXISTS (SELECT 1 FROM mirror_versions WHERE project = @to)`,
 			`UPDATE mirror_versions SET version = 1 + (SELECT max(version) FROM mirror_versions WHERE project IN (@from, @to)) WHERE project = @to`,
-			`DELETE FROM mirror_versions WHERE project = @from`,
 		}
 		for _, q := range steps {
 			if _, err := tx.ExecContext(ctx, q, args...); err != nil {

@@ -121,6 +121,10 @@ func (s *Store) RestoreFrom(ctx context.Context, src, keep string) (FileCheck, e
 	if abs1 == abs2 {
 		return c, fmt.Errorf("restore %s: that is the database itself", src)
 	}
+	before, err := s.changeMarks(ctx)
+	if err != nil {
+		return c, fmt.Errorf("restore %s: %w", src, err)
+	}
 	if err := s.Backup(ctx, keep); err != nil {
 		return c, fmt.Errorf("keep the replaced database: %w", err)
 	}
@@ -169,8 +173,75 @@ func (s *Store) RestoreFrom(ctx context.Context, src, keep string) (FileCheck, e
 	if err := s.migrate(ctx); err != nil {
 		return c, fmt.Errorf("restore %s: %w", src, err)
 	}
+	if err := s.markRestored(ctx, before); err != nil {
+		return c, fmt.Errorf("restore %s: %w", src, err)
+	}
 	s.countMu.Lock()
 	s.counts = nil
 	s.countMu.Unlock()
 	return c, nil
+}
+
+// marks are the change counters other processes compare against, as they
+// stood before a restore, and the mirror's files then.
+type marks struct {
+	generation int64
+	version    int64 // the highest mirror version of any project
+	stems      map[[2]string]bool
+}
+
+func (s *Store) changeMarks(ctx context.Context) (marks, error) {
+	m := marks{stems: map[[2]string]bool{}}
+	if err := s.db.QueryRowContext(ctx, `SELECT coalesce((SELECT n FROM generation WHERE id = 1), 0), coalesce((SELECT max(version) FROM mirror_versions), 0)`).Scan(&m.generation, &m.version); err != nil {
+		return m, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT project, stem FROM mirror_files`)
+	if err != nil {
+		return m, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			return m, err
+		}
+		m.stems[k] = true
+	}
+	return m, rows.Err()
+}
+
+// markRestored moves every change counter past where it stood before the
+// restore, so that a server that kept counts or mirror state from before
+// reads them afresh: each file's row counts as changed, and each file the
+// restore took away as gone.
+func (s *Store) markRestored(ctx context.Context, before marks) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		steps := []string{
+			`UPDATE generation SET n = n + @gen + 1 WHERE id = 1`,
+			`UPDATE mirror_versions SET version = version + @v + 1`,
+			`UPDATE mirror_files SET v = (SELECT version FROM mirror_versions m WHERE m.project = mirror_files.project)`,
+		}
+		for _, q := range steps {
+			if _, err := tx.ExecContext(ctx, q, sql.Named("gen", before.generation), sql.Named("v", before.version)); err != nil {
+				return err
+			}
+		}
+		for k := range before.stems {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mirror_files WHERE project = ? AND stem = ?`, k[0], k[1]).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_versions (project, version) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM mirror_versions WHERE project = ?)`, k[0], before.version+1, k[0]); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_gone (project, stem, v) SELECT ?, ?, version FROM mirror_versions WHERE project = ?
+				ON CONFLICT (project, stem) DO UPDATE SET v = excluded.v`, k[0], k[1], k[0]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -297,3 +297,51 @@ func TestProgressOnTerminal(t *testing.T) {
 		t.Fatalf("no progress on a terminal: %q", out)
 	}
 }
+
+// TestRestoreUnderRunningServer restores a backup while a server has the
+// database open: the server then reads the restored records, with the
+// markdown files still canonical.
+func TestRestoreUnderRunningServer(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "alpha", "body": "kept in the backup"})
+	ok(t, cs, "memory_write", map[string]any{"type": "working", "key": "scratch", "body": "in the backup only"})
+	path := filepath.Join(t.TempDir(), "b.db")
+	if out, err := e.command("backup", path).CombinedOutput(); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "beta", "body": "written after, its file stays"})
+	ok(t, cs, "memory_write", map[string]any{"type": "working", "key": "later", "body": "written after, no file"})
+	ok(t, cs, "memory_delete", map[string]any{"key": "alpha"})
+	ok(t, cs, "memory_delete", map[string]any{"key": "scratch"})
+	// The server has read its mirror state and counts; now the ground moves.
+	ok(t, cs, "memory_list", map[string]any{})
+
+	if out, err := e.command("restore", path).CombinedOutput(); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	if got := bodyOf(t, cs, "alpha"); got != "kept in the backup" {
+		t.Errorf("alpha after restore: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, ".prometheus", "memories", "alpha.md")); err != nil {
+		t.Errorf("alpha's file not brought back: %v", err)
+	}
+	if got := bodyOf(t, cs, "scratch"); got != "in the backup only" {
+		t.Errorf("scratch after restore: %q", got)
+	}
+	if got := bodyOf(t, cs, "beta"); got != "written after, its file stays" {
+		t.Errorf("beta, whose file is canonical: %q", got)
+	}
+	msg := fails(t, cs, "memory_read", map[string]any{"key": "later"})
+	if !strings.Contains(msg, "not_found") {
+		t.Errorf("later should be gone with the restore: %s", msg)
+	}
+	out := ok(t, cs, "memory_list", map[string]any{})
+	var keys []string
+	for _, r := range out["records"].([]any) {
+		keys = append(keys, r.(map[string]any)["key"].(string))
+	}
+	if strings.Join(keys, ",") != "alpha,beta,scratch" {
+		t.Errorf("list after restore: %v", keys)
+	}
+}
