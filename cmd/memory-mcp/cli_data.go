@@ -79,6 +79,9 @@ func runExport(c *cli, args []string) error {
 		var file *os.File
 		tmp := ""
 		if *out != "" && *out != "-" {
+			if err := safeOut(*out, a.cfg.DBPath); err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
 			// Write beside the target and rename, so a failed export never
 			// leaves half a file where a good one was.
 			var err error
@@ -483,4 +486,33 @@ func (res *importResult) count(line int, got memory.Record, created bool, start 
 	default:
 		res.Updated++
 	}
+}
+
+// safeOut refuses an export target that is the database, one of its
+// companion files, or any SQLite database: replacing it would lose it.
+func safeOut(out, db string) error {
+	fi, err := os.Stat(out)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory", out)
+	}
+	for _, f := range []string{db, db + "-wal", db + "-shm", db + "-journal"} {
+		if dfi, err := os.Stat(f); err == nil && os.SameFile(fi, dfi) {
+			return fmt.Errorf("%s is the database itself; choose another file", out)
+		}
+	}
+	head := make([]byte, 16)
+	if f, err := os.Open(out); err == nil {
+		n, _ := io.ReadFull(f, head)
+		f.Close()
+		if string(head[:n]) == "SQLite format 3\x00" {
+			return fmt.Errorf("%s is a SQLite database, not an export; choose another file", out)
+		}
+	}
+	return nil
 }
