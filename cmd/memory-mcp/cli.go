@@ -37,7 +37,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{"serve", "", "serve MCP on stdin/stdout (the default)", runServe},
-		{"read", "[--query Q] [--max-tokens N]", "print the woven recall block (session-start hook)", runRead},
+		{"read", "[--query Q] [--max-tokens N] [--json]", "print the woven recall block (session-start hook)", runRead},
 		{"capture", "[--json]", "record a session from a payload on stdin (session-end hook)", runCapture},
 		{"list", "[--type T] [--scope S] [--tag X] [--limit N] [--json]", "list the memories this project sees", runList},
 		{"search", "QUERY [--type T] [--scope S] [--limit N] [--json]", "search memories by keyword", runSearch},

@@ -52,7 +52,7 @@ Press Ctrl-C to stop.
 }
 
 func runRead(c *cli, args []string) error {
-	f := newFlags(c, "read")
+	f := newFlags(c, "read").withJSON()
 	query := f.String("query", "", "put memories relevant to this first")
 	maxTokens := f.Int("max-tokens", 0, "token budget (default PROMETHEUS_MEMORY_TOKEN_BUDGET or 1500)")
 	if _, err := f.parse(args, 0, 0); err != nil {
@@ -72,6 +72,9 @@ func runRead(c *cli, args []string) error {
 		b, err := a.recall(c.ctx, *query, nil, *maxTokens)
 		if err != nil {
 			return err
+		}
+		if f.JSON() {
+			return printJSON(c.stdout, readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: problems(rep)})
 		}
 		if b.Markdown != "" {
 			_, err = io.WriteString(c.stdout, b.Markdown+"\n")
