@@ -149,9 +149,18 @@ func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	chk, err := s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"))
+	var pages int
+	chk, err := s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), func(done, total int) {
+		if done > total || done < pages {
+			t.Errorf("progress %d of %d after %d", done, total, pages)
+		}
+		pages = done
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if pages == 0 {
+		t.Error("no progress reported")
 	}
 	if chk.Records != 1 {
 		t.Errorf("check says %d records, want 1", chk.Records)

@@ -111,7 +111,10 @@ func escapePath(path string) string {
 // online backup, so servers that have the database open see the restored
 // content on their next read rather than a file swapped under them.
 // Migrations then bring an older schema up to date.
-func (s *Store) RestoreFrom(ctx context.Context, src, keep string) (FileCheck, error) {
+//
+// progress, when not nil, is told the pages copied and the pages in all as
+// the copy goes.
+func (s *Store) RestoreFrom(ctx context.Context, src, keep string, progress func(done, total int)) (FileCheck, error) {
 	c, err := CheckFile(ctx, src)
 	if err != nil {
 		return c, err
@@ -155,10 +158,14 @@ func (s *Store) RestoreFrom(ctx context.Context, src, keep string) (FileCheck, e
 				return err
 			}
 			for {
-				done, err := b.Step(-1)
+				done, err := b.Step(256)
 				if err != nil {
 					b.Finish()
 					return err
+				}
+				if progress != nil {
+					total := b.PageCount()
+					progress(total-b.Remaining(), total)
 				}
 				if done {
 					break

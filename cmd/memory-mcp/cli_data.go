@@ -384,7 +384,16 @@ func runRestore(c *cli, args []string) error {
 	}
 	st, openErr := memory.Open(c.ctx, cfg.DBPath, nil)
 	if openErr == nil {
-		_, err = st.RestoreFrom(c.ctx, src, keep)
+		var bar *progress
+		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) {
+			if bar == nil {
+				bar = c.progress("restoring", total)
+			}
+			bar.add(done - bar.done)
+		})
+		if bar != nil {
+			bar.finish()
+		}
 		st.Close()
 		if err != nil {
 			return err
