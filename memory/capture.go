@@ -656,3 +656,13 @@ func episodeBody(session, plan, outcome string, stmts []statement, seqs []Sequen
 	}
 	return out
 }
+
+// Slug makes a valid key from free text, such as a name in an imported
+// graph: the text itself when it normalises to a key, else its ASCII words
+// and a short hash of it, so that two texts never share a key by accident.
+func Slug(s string) string {
+	if k, err := NormalizeKey("name", s); err == nil {
+		return k
+	}
+	return derivedKey("item", s, s)
+}

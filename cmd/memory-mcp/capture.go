@@ -149,7 +149,7 @@ const (
 // the session ran in: the payload's cwd, else CLAUDE_PROJECT_DIR, else the
 // workspace this process is in. A transcript with nothing in it records
 // nothing.
-func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, asJSON bool) error {
 	data, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
 	if err != nil {
 		return fmt.Errorf("capture: read stdin: %w", err)
@@ -159,6 +159,9 @@ func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader
 		return fmt.Errorf("capture: %w", err)
 	}
 	if in.empty() {
+		if asJSON {
+			return printJSON(stdout, map[string]any{"captured": false, "reason": "the session holds no conversation"})
+		}
 		_, err := io.WriteString(stdout, "Nothing to capture: the session holds no conversation.\n")
 		return err
 	}
@@ -180,25 +183,20 @@ func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader
 			return env(k)
 		}
 	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
+	return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
+		if _, err := a.sync(ctx); err != nil {
+			return err
+		}
+		res, err := a.capture(ctx, in)
+		if err != nil {
+			return fmt.Errorf("capture: %w", err)
+		}
+		if asJSON {
+			return printJSON(stdout, captureView(res))
+		}
+		_, err = io.WriteString(stdout, captureText(captureView(res)))
 		return err
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	a, err := openApp(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer a.Close()
-	if _, err := a.sync(ctx); err != nil {
-		return err
-	}
-	res, err := a.capture(ctx, in)
-	if err != nil {
-		return fmt.Errorf("capture: %w", err)
-	}
-	_, err = io.WriteString(stdout, captureText(captureView(res)))
-	return err
+	})
 }
 
 // sessionRoot is the workspace root of a session that ran in dir: the git

@@ -8,6 +8,9 @@
 //	memory-mcp read            print the woven recall block (session-start hook)
 //	memory-mcp capture         read a capture payload on stdin (session-end hook)
 //	memory-mcp version         print the version
+//	memory-mcp help            list every command: list, search, show, rm,
+//	                           export, import, backup, restore, doctor,
+//	                           stats, projects, setup
 //
 // It is the only package that imports the MCP SDK.
 package main
