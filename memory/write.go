@@ -22,6 +22,9 @@ import (
 type Project struct {
 	ID     scope.Identity
 	Mirror Mirror
+	// ReadOnly lists levels this caller may read but not write (a team
+	// server's system level, for all but admin tokens).
+	ReadOnly []scope.Level
 }
 
 // Mirror is the markdown mirror as the store sees it. The store calls it
@@ -295,6 +298,9 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 // put is the one write path: every writer ends here. id, when set, is the id
 // a new record takes (the markdown mirror keeps ids stable across stores).
 func (s *Store) put(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
+	if err := p.writable(w.Scope); err != nil {
+		return Record{}, false, err
+	}
 	now := s.now().UTC()
 	b := bucket(string(p.ID), int(w.Scope))
 	old, err := getOne(ctx, tx, `WHERE project = ? AND scope = ? AND type = ? AND key = ?`, b, int(w.Scope), string(w.Type), w.Key)
@@ -515,6 +521,9 @@ func (s *Store) Delete(ctx context.Context, p Project, sel Selector) (Record, er
 		var err error
 		rec, err = s.resolve(ctx, tx, p.ID, sel)
 		if err != nil {
+			return err
+		}
+		if err := p.writable(rec.Scope); err != nil {
 			return err
 		}
 		return s.remove(ctx, tx, p, rec, true)
