@@ -191,3 +191,12 @@ type rowWithHash struct {
 }
 
 func (r rowWithHash) Scan(dest ...any) error { return r.row.Scan(append(dest, r.hash)...) }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE 0`).Scan(&one); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}

@@ -17,6 +17,8 @@ Usage:
                                             print the woven recall block
   memory-mcp capture                        record a session from a payload on stdin
                                             (memory_capture JSON or a Claude Code SessionEnd hook payload)
+  memory-mcp serve --http ADDR              serve a team over MCP Streamable HTTP (see serve --help)
+  memory-mcp token create|list|revoke       manage the team server's bearer tokens
   memory-mcp version                        print the version
 
 Environment:
@@ -40,6 +42,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	switch cmd {
 	case "serve":
+		if len(args) > 0 {
+			return serveCmd(ctx, args, getenv, stderr)
+		}
 		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return serve(ctx, a, log, stdin, stdout) })
 	case "read":
 		fs := flag.NewFlagSet("read", flag.ContinueOnError)
@@ -71,6 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		})
 	case "capture":
 		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return captureCLI(ctx, a, stdin, stdout) })
+	case "token":
+		return tokenCmd(ctx, args, getenv, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "memory-mcp", version)
 		return nil
