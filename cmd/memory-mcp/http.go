@@ -170,11 +170,12 @@ func (t *team) drain(hs *http.Server, served chan error) error {
 		}
 	}
 	t.mu.Unlock()
-	err := <-done
-	<-served
-	if err != nil {
-		return fmt.Errorf("drain: %w", err)
+	if err := <-done; err != nil {
+		// Connections still busy past the grace period are cut.
+		t.log.Warn("drain: closing connections still open", "err", err)
+		hs.Close()
 	}
+	<-served
 	t.log.Info("stopped")
 	return nil
 }
@@ -307,11 +308,14 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 			rc := http.NewResponseController(w)
 			rc.SetReadDeadline(time.Now().Add(timeout))
 			body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-			rc.SetReadDeadline(time.Time{})
 			if err != nil {
+				// The deadline stays passed, so the server does not wait
+				// for the rest of the body before answering.
+				sw.Header().Set("Connection", "close")
 				http.Error(sw, "could not read the request", http.StatusRequestTimeout)
 				return
 			}
+			rc.SetReadDeadline(time.Time{})
 			if len(body) > maxBody {
 				http.Error(sw, "request body too large", http.StatusRequestEntityTooLarge)
 				return
