@@ -260,9 +260,21 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_list", Arguments: map[string]any{}}); err == nil {
 		t.Error("a revoked token's session still answers")
 	}
-	// A session belongs to the token that opened it.
-	if code, _, _ := post("Bearer " + bob); code == http.StatusOK {
-		t.Log("a request without a session is refused by the transport, as expected")
+	// A session belongs to the token that opened it: another token
+	// cannot ride on its id.
+	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"memory_read","arguments":{"key":"p-ann"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bob)
+	req.Header.Set("Mcp-Session-Id", as.ID())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || strings.Contains(string(b), "ann's own") {
+		t.Errorf("bob on ann's session: %d %s", resp.StatusCode, b)
 	}
 
 	// Many sessions at once: every write acknowledged and readable.
@@ -302,16 +314,17 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	}
 	reader := connectTeam(t, s, toks[0])
 	got := ok(t, reader, "memory_list", map[string]any{"limit": 500})["records"].([]any)
-	if len(got) != sessions*writes+1 { // and the system record s-all... and runner
-		keys := map[string]bool{}
-		for _, r := range got {
-			keys[r.(map[string]any)["key"].(string)] = true
-		}
-		for i := range sessions {
-			for j := range writes {
-				if !keys[fmt.Sprintf("k-%d-%d", i, j)] {
-					t.Errorf("k-%d-%d missing", i, j)
-				}
+	keys := map[string]bool{}
+	for _, r := range got {
+		keys[r.(map[string]any)["key"].(string)] = true
+	}
+	if len(got) != sessions*writes+2 { // and the two system records
+		t.Errorf("the tenant's records and the system ones: %d, want %d", len(got), sessions*writes+2)
+	}
+	for i := range sessions {
+		for j := range writes {
+			if !keys[fmt.Sprintf("k-%d-%d", i, j)] {
+				t.Errorf("k-%d-%d missing", i, j)
 			}
 		}
 	}
