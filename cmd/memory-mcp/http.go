@@ -95,6 +95,11 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 		Logger:              quieter(log),
 		MaxRequestBodyBytes: maxBody,
 		SessionTimeout:      30 * time.Minute,
+		// The SDK refuses a loopback connection naming another host, against
+		// DNS rebinding of servers that trust whoever reaches them. Every
+		// request here must bear a token a web page cannot know, and a
+		// reverse proxy on this host forwards the public name.
+		DisableLocalhostProtection: true,
 	})
 	verify := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		tok, ok := ctx.Value(tokenKey{}).(memory.Token)

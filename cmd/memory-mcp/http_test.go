@@ -3,11 +3,21 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -148,8 +158,8 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	cs := connectTeam(t, s, annCI)
 	bs := connectTeam(t, s, bob)
 	es := connectTeam(t, s, eve)
-	os := connectTeam(t, s, admin)
-	who := map[string]*mcp.ClientSession{"ann": as, "annCI": cs, "bob": bs, "eve": es, "admin": os}
+	ops := connectTeam(t, s, admin)
+	who := map[string]*mcp.ClientSession{"ann": as, "annCI": cs, "bob": bs, "eve": es, "admin": ops}
 
 	write := func(cs *mcp.ClientSession, sc, key, body string) {
 		t.Helper()
@@ -158,7 +168,7 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	write(as, "project", "p-ann", "ann's own profile memory")
 	write(as, "workspace", "w-ann", "every profile of ann sees this")
 	write(bs, "tenant", "t-acme", "all of acme sees this")
-	write(os, "system", "s-all", "every caller sees this")
+	write(ops, "system", "s-all", "every caller sees this")
 	if msg := fails(t, as, "memory_write", map[string]any{"type": "semantic", "scope": "system", "key": "s-ann", "body": "x"}); !strings.HasPrefix(msg, "invalid_argument:") {
 		t.Errorf("non-admin system write: %s", msg)
 	}
@@ -193,12 +203,26 @@ func TestTeamServerEndToEnd(t *testing.T) {
 			}
 		}
 	}
+	// Nor by a record's address or id.
+	if _, err := es.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "memory://tenant/semantic/t-acme"}); err == nil {
+		t.Error("eve reads acme's tenant record as a resource")
+	}
+	if !strings.Contains(readResource(t, bs, "memory://tenant/semantic/t-acme"), "all of acme") {
+		t.Error("bob cannot read his tenant's record as a resource")
+	}
+	tID := ok(t, bs, "memory_read", map[string]any{"key": "t-acme"})["record"].(map[string]any)["id"].(string)
+	if msg := fails(t, es, "memory_update", map[string]any{"id": tID, "body": "owned"}); !strings.HasPrefix(msg, "not_found:") {
+		t.Errorf("eve updates acme's record by id: %s", msg)
+	}
+	if msg := fails(t, es, "memory_delete", map[string]any{"id": tID}); !strings.HasPrefix(msg, "not_found:") {
+		t.Errorf("eve deletes acme's record by id: %s", msg)
+	}
 	if list := ok(t, es, "memory_list", nil)["records"].([]any); len(list) != 1 {
 		t.Errorf("eve lists %d records, want only the system one: %v", len(list), list)
 	}
 
 	// Narrowest wins across identities.
-	write(os, "system", "runner", "use go test")
+	write(ops, "system", "runner", "use go test")
 	write(bs, "tenant", "runner", "use make test")
 	write(cs, "project", "runner", "use the ci script")
 	for name, want := range map[string]string{"eve": "use go test", "bob": "use make test", "ann": "use make test", "annCI": "use the ci script"} {
@@ -457,4 +481,82 @@ func TestTokenCommand(t *testing.T) {
 	if err := e.command("serve", "--http", "127.0.0.1:0", "--tls-cert", "x.pem").Run(); err == nil {
 		t.Error("serve with a certificate and no key succeeded")
 	}
+}
+
+func TestTeamServerTLS(t *testing.T) {
+	e := newEnv(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "memory-mcp test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalECPrivateKey(key)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+
+	tok := newToken(t, e, "--tenant", "acme", "--user", "ann")
+	cmd := e.command("serve", "--http", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(pipe)
+	url := ""
+	for url == "" && sc.Scan() {
+		if m := regexp.MustCompile(`url=(https://\S+/mcp)`).FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+		}
+	}
+	go io.Copy(io.Discard, pipe)
+	if url == "" {
+		t.Fatal("no https url in the log")
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-tls", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{
+		Endpoint: url, HTTPClient: &http.Client{Transport: tlsBearer{tr, tok}}, MaxRetries: -1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "over-tls", "body": "written over https"})
+	if got := bodyOf(t, cs, "over-tls"); got != "written over https" {
+		t.Errorf("read %q", got)
+	}
+	cs.Close()
+	// Plain HTTP to the TLS port gets nothing useful.
+	if resp, err := http.Get(strings.Replace(url, "https://", "http://", 1)); err == nil && resp.StatusCode == http.StatusOK {
+		t.Error("plain HTTP answered 200 on the TLS port")
+	}
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v", err)
+	}
+}
+
+type tlsBearer struct {
+	tr    http.RoundTripper
+	token string
+}
+
+func (b tlsBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.tr.RoundTrip(r)
 }
