@@ -19,6 +19,8 @@ import (
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"prom.codes/memory-mcp/scope"
 )
 
 //go:embed migrations/*.sql
@@ -356,12 +358,9 @@ func fromNanos(n sql.NullInt64) *time.Time {
 	return &t
 }
 
-// bucket is the partition a record of level l lives in.
+// bucket is the partition a record of level l lives in (see Bucket).
 func bucket(p string, scopeLevel int) string {
-	if scopeLevel == 0 {
-		return p
-	}
-	return ""
+	return Bucket(scope.Identity(p), scope.Level(scopeLevel))
 }
 
 // joinKeys is for error messages listing several types.

@@ -22,6 +22,9 @@ import (
 type Project struct {
 	ID     scope.Identity
 	Mirror Mirror
+	// ReadOnly lists levels this caller may read but not write (a team
+	// server's system level, for all but admin tokens).
+	ReadOnly []scope.Level
 }
 
 // Mirror is the markdown mirror as the store sees it. The store calls it
@@ -306,6 +309,9 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 // capture refuses one item and stores the rest): its markdown file may
 // refuse it after the row was written.
 func (s *Store) put(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
+	if err := p.writable(w.Scope); err != nil {
+		return Record{}, false, err
+	}
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT put`); err != nil {
 		return Record{}, false, err
 	}
@@ -533,6 +539,9 @@ func (s *Store) Delete(ctx context.Context, p Project, sel Selector) (Record, er
 		var err error
 		rec, err = s.resolve(ctx, tx, p.ID, sel)
 		if err != nil {
+			return err
+		}
+		if err := p.writable(rec.Scope); err != nil {
 			return err
 		}
 		return s.remove(ctx, tx, p, rec, true)

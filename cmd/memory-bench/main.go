@@ -54,6 +54,7 @@ type config struct {
 	server                string
 	budget, timeout       time.Duration
 	keep                  bool
+	httpClients           int            // measure a team server with this many clients instead
 	only                  *regexp.Regexp // operations to measure; nil for all
 
 	eval      bool   // measure search quality instead of speed
@@ -74,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.budget, "budget", 20*time.Second, "stop measuring an operation after this long")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on an operation when one call takes longer")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary database and workspace, and print where they are")
+	fs.IntVar(&c.httpClients, "http", 0, "instead, measure requests/s and latency of the server over HTTP with this many concurrent clients")
 	only := fs.String("run", "", "measure only the operations whose name matches this regular expression")
 	fs.BoolVar(&c.eval, "eval", false, "measure search quality (recall@5, MRR) on the labelled sets and on known items, not speed")
 	fs.StringVar(&c.evalDir, "eval-dir", filepath.Join("testdata", "eval"), "directory of the labelled sets for -eval")
@@ -126,6 +128,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	bin, err := findServer(ctx, cfg.server, tmp, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.httpClients > 0 {
+		return runHTTP(ctx, cfg, bin, tmp, stdout, stderr)
 	}
 	home := filepath.Join(tmp, "home")
 	dbPath := filepath.Join(home, ".prometheus", "memory.db")

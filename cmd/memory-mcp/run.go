@@ -35,7 +35,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return err
 }
 
+// wantsHelp reports whether args ask for help anywhere.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
 func runServe(c *cli, args []string) error {
+	if len(args) > 0 && !wantsHelp(args) {
+		return serveCmd(c.ctx, args, c.getenv, c.stderr)
+	}
+	if wantsHelp(args) {
+		fmt.Fprint(c.stdout, "Usage: memory-mcp serve\n\nServes MCP on stdin/stdout, as an agent launches it.\n\n")
+		fmt.Fprint(c.stdout, serveUsage)
+		return errHelp
+	}
 	f := newFlags(c, "serve")
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
@@ -135,4 +153,12 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 		}
 	}
 	return err
+}
+
+func runToken(c *cli, args []string) error {
+	if wantsHelp(args) {
+		fmt.Fprint(c.stdout, tokenUsage)
+		return errHelp
+	}
+	return tokenCmd(c.ctx, args, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stdout, c.stderr)
 }
