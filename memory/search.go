@@ -61,10 +61,8 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if limit > 100 {
 		limit = 100
 	}
-	keys := []string{string(p), ""}
-	if p == "" {
-		keys = keys[1:]
-	}
+	keys := visibleBuckets(p)
+	global := globalFrom(p)
 	buckets, err := s.search.catchUp(ctx, s.db, keys)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
@@ -77,9 +75,12 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	accept := func(id int64) bool {
 		var m docMeta
 		var in *bucketIndex
-		for _, b := range buckets {
+		for i, b := range buckets {
 			var found bool
 			if m, found = b.meta[id]; found {
+				if keys[i] == "" && scope.Level(m.scope) < global {
+					return false // another kind of caller's level in the global bucket
+				}
 				in = b
 				break
 			}
@@ -101,9 +102,13 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		}
 		// The scope chain: a narrower visible record of the same name
 		// shadows this one.
-		for _, b := range buckets {
+		for i, b := range buckets {
 			for _, other := range b.names[m.name] {
-				if o := b.meta[other]; o.scope < m.scope && o.typ == m.typ && o.key == m.key && o.visible(now) {
+				o := b.meta[other]
+				if keys[i] == "" && scope.Level(o.scope) < global {
+					continue
+				}
+				if o.scope < m.scope && o.typ == m.typ && o.key == m.key && o.visible(now) {
 					return false
 				}
 			}
@@ -139,7 +144,7 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	// record changed since is shown as it is now. One deleted since, or
 	// whose rowid now holds a record of another project or one expired,
 	// is left out.
-	pass, err := s.readHits(ctx, p, ids)
+	pass, err := s.readHits(ctx, keys, global, ids)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -166,8 +171,22 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	return hits, nil
 }
 
-// readHits reads the records of rowids that project p may see.
-func (s *Store) readHits(ctx context.Context, p scope.Identity, rowids []string) (map[int64]Record, error) {
+// visibleBuckets are the partitions whose records p may see, narrowest
+// first: p's own, then those of its workspace and tenant where they have
+// their own, and the global one.
+func visibleBuckets(p scope.Identity) []string {
+	var keys []string
+	for l := scope.Project; l <= scope.System; l++ {
+		if k := Bucket(p, l); (k != "" || l == scope.System) && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// readHits reads the records of rowids that live in one of the buckets
+// keys, a record in the global bucket only from level global up.
+func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, rowids []string) (map[int64]Record, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE r.rowid IN (`+strings.Join(rowids, ",")+`)`)
 	if err != nil {
 		return nil, err
@@ -182,7 +201,7 @@ func (s *Store) readHits(ctx context.Context, p scope.Identity, rowids []string)
 		if err != nil {
 			return nil, err
 		}
-		if project != string(p) && project != "" || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
+		if !slices.Contains(keys, project) || project == "" && r.Scope < global || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
 			continue
 		}
 		pass[id] = r
