@@ -577,7 +577,7 @@ func (s *Store) learnProcedure(ctx context.Context, tx *sql.Tx, p Project, sessi
 	if err != nil {
 		var me *Error
 		if errors.As(err, &me) && me.Code != CodeInternal {
-			if me.Code == CodeConflict {
+			if me.Code == CodeConflict && me.Field == "key" {
 				err = Errorf(CodeConflict, "", "its procedure's key is held by a project fact, whose markdown file it would replace")
 			}
 			res.Refused = append(res.Refused, refusal(pr.item, err))

@@ -375,7 +375,7 @@ func TestCaptureRacingItself(t *testing.T) {
 			t.Errorf("fact %s has confidence %v after two sessions, want 0.6", f["key"], f["confidence"])
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(e.root, ".prometheus", "memories", "*"))
+	files, _ := filepath.Glob(filepath.Join(e.root, ".prometheus", "memories", "*.md"))
 	if len(files) != 3 {
 		t.Errorf("mirror holds %v, want the two facts and the procedure", files)
 	}
