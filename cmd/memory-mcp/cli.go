@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
-
-	"golang.org/x/term"
 )
 
 // cli is one run of a command: its environment and streams.
@@ -194,46 +191,4 @@ func printJSON(w io.Writer, v any) error {
 // unless asked.
 func (c *cli) app(fn func(*app, *slog.Logger) error) error {
 	return withApp(c.ctx, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stderr, fn)
-}
-
-// isTerminal reports whether v is a terminal: not a pipe, a file or
-// /dev/null.
-func isTerminal(v any) bool {
-	f, ok := v.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// progress draws a bar on a terminal and nothing anywhere else.
-type progress struct {
-	w      io.Writer
-	label  string
-	total  int
-	done   int
-	shown  int
-	active bool
-}
-
-func (c *cli) progress(label string, total int) *progress {
-	return &progress{w: c.stderr, label: label, total: total, active: isTerminal(c.stderr) && total > 0, shown: -1}
-}
-
-func (p *progress) add(n int) {
-	p.done += n
-	if !p.active {
-		return
-	}
-	pct := p.done * 100 / p.total
-	if pct == p.shown {
-		return
-	}
-	p.shown = pct
-	const width = 30
-	fill := min(width, p.done*width/p.total)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), p.done, p.total)
-}
-
-func (p *progress) finish() {
-	if p.active && p.shown >= 0 {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }

@@ -97,11 +97,18 @@ func runExport(c *cli, args []string) error {
 		bw := bufio.NewWriter(w)
 		enc := json.NewEncoder(bw)
 		enc.SetEscapeHTML(false)
+		// Lines written to the terminal itself would break the bar's line.
+		bar := c.progress("exporting", 0, "records")
+		if file == nil && isTerminal(c.stdout) {
+			bar = newProgress(io.Discard, "", 0, "")
+		}
 		n := 0
 		err := a.store.Export(c.ctx, a.cfg.Project, *all, func(project string, r memory.Record) error {
 			n++
+			bar.add(1)
 			return enc.Encode(exported(project, r))
 		})
+		bar.finish()
 		if err != nil {
 			return err
 		}
@@ -217,7 +224,7 @@ func runImport(c *cli, args []string) error {
 		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", clipArg(*format))
 	}
 	var in io.Reader = c.stdin
-	total := 0
+	var total int64
 	if pos[0] != "-" {
 		file, err := os.Open(pos[0])
 		if err != nil {
@@ -231,20 +238,20 @@ func runImport(c *cli, args []string) error {
 		if fi.IsDir() {
 			return fmt.Errorf("import: %s is a directory", pos[0])
 		}
-		in, total = file, int(fi.Size())
+		in, total = file, fi.Size()
 	}
 	res := importResult{File: pos[0], Format: *format, DryRun: *dry, Refused: []refusal{}}
 	err = c.app(func(a *app, log *slog.Logger) error {
 		if _, err := a.sync(c.ctx); err != nil {
 			return err
 		}
-		bar := c.progress("importing", total)
+		bar := c.progress("importing", total, "bytes")
 		defer bar.finish()
 		if *format == "server-memory" {
 			return importGraph(c, a, in, bar, &res)
 		}
 		return readLines(in, func(n int, line []byte, tooLong bool) error {
-			bar.add(len(line))
+			bar.add(int64(len(line)))
 			if err := c.ctx.Err(); err != nil {
 				return err
 			}
@@ -326,7 +333,17 @@ func runBackup(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		if err := a.store.Backup(c.ctx, pos[0]); err != nil {
+		// The copy's size is near the database's: the bar follows it.
+		var total int64
+		for _, f := range []string{a.cfg.DBPath, a.cfg.DBPath + "-wal"} {
+			if fi, err := os.Stat(f); err == nil {
+				total += fi.Size()
+			}
+		}
+		bar := c.progress("backing up", total, "bytes")
+		err := bar.watchFile(pos[0], func() error { return a.store.Backup(c.ctx, pos[0]) })
+		bar.finish()
+		if err != nil {
 			return err
 		}
 		chk, err := memory.CheckFile(c.ctx, pos[0])
@@ -384,16 +401,9 @@ func runRestore(c *cli, args []string) error {
 	}
 	st, openErr := memory.Open(c.ctx, cfg.DBPath, nil)
 	if openErr == nil {
-		var bar *progress
-		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) {
-			if bar == nil {
-				bar = c.progress("restoring", total)
-			}
-			bar.add(done - bar.done)
-		})
-		if bar != nil {
-			bar.finish()
-		}
+		bar := c.progress("restoring", 0, "pages")
+		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) { bar.set(int64(done), int64(total)) })
+		bar.finish()
 		st.Close()
 		if err != nil {
 			return err
