@@ -33,7 +33,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"serve", "[--http ADDR [--tls-cert F --tls-key F]]", "serve MCP on stdin/stdout (the default), or a team over HTTP", runServe},
+		{"serve", "[--http ADDR [--tls-cert F --tls-key F] [--root DIR --tenant T]]", "serve MCP on stdin/stdout (the default), or a team over HTTP", runServe},
 		{"token", "create|list|revoke", "manage the team server's bearer tokens", runToken},
 		{"read", "[--query Q] [--max-tokens N] [--json]", "print the woven recall block (session-start hook)", runRead},
 		{"capture", "[--json]", "record a session from a payload on stdin (session-end hook)", runCapture},

@@ -12,6 +12,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
 )
 
 // maxBody caps a request body: a record's body is at most 64 KiB, and a
@@ -31,15 +34,23 @@ const maxBody = 1 << 20
 // httpOptions are serve --http's flags.
 type httpOptions struct {
 	addr, certFile, keyFile string
+	root, tenant            string        // with a root, the one repository served, to the one tenant
 	rate                    float64       // requests per second per token
 	timeout                 time.Duration // to read a request's header, and then its body
 }
 
 const serveUsage = `Usage: memory-mcp serve --http ADDR [--tls-cert FILE --tls-key FILE] [--rate N] [--timeout D]
+                        [--root DIR --tenant T]
 
 Serves MCP over Streamable HTTP at http://ADDR/mcp to callers bearing a token
 made with "memory-mcp token create"; GET /healthz answers 200 while the
 database does. SIGTERM or Ctrl-C finishes the requests in flight and exits.
+
+Each token's profile has its own project memory, and no markdown mirror.
+With --root DIR --tenant T the server serves the one repository checked out
+at DIR to team T instead: project memory is the repository's, shared by
+every token of T and mirrored to DIR/.prometheus/memories as on stdio, and
+tokens of any other tenant are refused.
 `
 
 // serveCmd is "serve" with flags: today only --http.
@@ -53,6 +64,8 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&o.keyFile, "tls-key", "", "TLS private key file (PEM)")
 	fs.Float64Var(&o.rate, "rate", 20, "requests per second allowed to each token, in bursts of up to 5 seconds' worth")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long a client may take to send a request's header, and then its body")
+	fs.StringVar(&o.root, "root", "", "serve this repository's project memory, with its markdown mirror (needs --tenant)")
+	fs.StringVar(&o.tenant, "tenant", "", "accept only tokens of this tenant")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +79,28 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if o.rate <= 0 || o.timeout <= 0 {
 		return errors.New("serve: --rate and --timeout must be positive")
 	}
+	if o.root != "" {
+		// One repository's memory shared by every tenant would let each
+		// see the others': a root is served to one team only.
+		if o.tenant == "" {
+			return errors.New("serve: --root needs --tenant, the one team whose tokens share the repository's memory")
+		}
+		fi, err := os.Stat(o.root)
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("serve: --root %s is not a directory", o.root)
+		}
+		abs, err := filepath.Abs(o.root)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		env := getenv
+		getenv = func(k string) string {
+			if k == "PROMETHEUS_WORKSPACE_ROOT" {
+				return abs
+			}
+			return env(k)
+		}
+	}
 	return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return serveHTTP(ctx, a, log, o) })
 }
 
@@ -75,6 +110,8 @@ type team struct {
 	base    *app
 	log     *slog.Logger
 	limiter *limiter
+	tenant  string         // "": every tenant's tokens
+	repo    memory.Project // with a root: the repository's project, mirrored
 
 	mu      sync.Mutex
 	servers map[string]*server // by token id
@@ -83,14 +120,25 @@ type team struct {
 }
 
 func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) error {
-	// The mirror belongs to one workspace; a team's callers have none.
-	if a.dir != nil {
-		a.dir.Close()
+	t := &team{base: a, log: log, limiter: newLimiter(o.rate, 5*o.rate), servers: map[string]*server{}, tenant: o.tenant}
+	if o.root == "" {
+		// The mirror belongs to one workspace; a team's callers have none.
+		if a.dir != nil {
+			a.dir.Close()
+		}
+		a.dir, a.proj = nil, memory.Project{}
+	} else {
+		t.repo = memory.Project{ID: repoIdentity(o.tenant, a.cfg.Root), Mirror: a.dir}
+		if err := a.store.NoteRoot(ctx, t.repo.ID, a.cfg.Root); err != nil {
+			log.Warn("could not record the project root", "err", err)
+		}
+		if _, err := a.store.PurgeMirrored(ctx, t.repo); err != nil {
+			return err
+		}
+		log.Info("serving one repository", "root", a.cfg.Root, "tenant", o.tenant)
 	}
-	a.dir, a.proj = nil, memory.Project{}
 	go a.weaver.Preload()
 
-	t := &team{base: a, log: log, limiter: newLimiter(o.rate, 5*o.rate), servers: map[string]*server{}}
 	h := mcp.NewStreamableHTTPHandler(t.server, &mcp.StreamableHTTPOptions{
 		Logger:              quieter(log),
 		MaxRequestBodyBytes: maxBody,
@@ -157,6 +205,15 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	return t.drain(hs, served)
 }
 
+// repoIdentity is the project identity of the repository at root served to
+// tenant: a team identity of the tenant, so that its workspace and tenant
+// levels are the team's and never the global bucket of this machine's own
+// workspaces, under a user and a profile no token can have (their names are
+// never empty, and never hold a slash).
+func repoIdentity(tenant, root string) scope.Identity {
+	return memory.TeamIdentity(tenant, "", "root:"+root)
+}
+
 // drain stops taking requests, lets those in flight finish, then ends the
 // sessions, whose event streams would otherwise hold their connections open.
 func (t *team) drain(hs *http.Server, served chan error) error {
@@ -198,6 +255,11 @@ func (t *team) purgeLoop(ctx context.Context, every time.Duration) {
 			} else if n > 0 {
 				t.log.Info("purged expired records", "count", n)
 			}
+			if t.repo.ID != "" {
+				if _, err := t.base.store.PurgeMirrored(ctx, t.repo); err != nil && !errors.Is(err, context.Canceled) {
+					t.log.Warn("purge", "err", err)
+				}
+			}
 		}
 	}
 }
@@ -217,6 +279,11 @@ func (t *team) server(r *http.Request) *mcp.Server {
 	}
 	a := *t.base
 	a.cfg.Project, a.proj = tok.Identity(), tok.Project()
+	if t.repo.ID != "" {
+		// The repository's memory, as its engineers' stdio servers have it,
+		// with the system level still read-only but for admins.
+		a.cfg.Project, a.proj = t.repo.ID, memory.Project{ID: t.repo.ID, Mirror: t.repo.Mirror, ReadOnly: a.proj.ReadOnly}
+	}
 	log := t.log.With("token", tok.ID)
 	srv := newServer(&a, log)
 	srv.mcp.AddReceivingMiddleware(srv.freshInstructions, logCalls(log))
@@ -304,6 +371,10 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 			return
 		}
 		tokID = tok.ID
+		if t.tenant != "" && tok.Tenant != t.tenant {
+			http.Error(sw, "this server serves another team", http.StatusForbidden)
+			return
+		}
 		if wait, ok := t.limiter.allow(tok.ID, time.Now()); !ok {
 			sw.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			http.Error(sw, "too many requests", http.StatusTooManyRequests)
