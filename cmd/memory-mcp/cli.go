@@ -41,7 +41,7 @@ func init() {
 		{"search", "QUERY [--type T] [--scope S] [--limit N] [--json]", "search memories by keyword", runSearch},
 		{"show", "KEY [--type T] [--scope S] | --id ID [--json]", "print one memory in full", runShow},
 		{"rm", "KEY [--type T] [--scope S] | --id ID [--json]", "delete a memory (and its markdown file)", runRm},
-		{"export", "[--out FILE] [--all-projects]", "write memories as JSON lines", runExport},
+		{"export", "[--out FILE] [--all-projects] [--json]", "write memories as JSON lines (with --out and --json, a JSON summary on stdout)", runExport},
 		{"import", "FILE [--format memory-mcp|server-memory] [--keep-projects] [--dry-run] [--json]", "read memories from JSON lines", runImport},
 		{"backup", "FILE [--json]", "copy the database consistently, even while servers write", runBackup},
 		{"restore", "FILE [--json]", "replace the database with a checked backup, keeping the old one", runRestore},

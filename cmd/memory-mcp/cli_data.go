@@ -67,7 +67,7 @@ func (l exportLine) record() memory.Record {
 }
 
 func runExport(c *cli, args []string) error {
-	f := newFlags(c, "export")
+	f := newFlags(c, "export").withJSON()
 	out := f.String("out", "", "write to this file (default stdout); it is made 0600")
 	all := f.Bool("all-projects", false, "every project's records, not only this project's")
 	if _, err := f.parse(args, 0, 0); err != nil {
@@ -126,6 +126,12 @@ func runExport(c *cli, args []string) error {
 			}
 			if err := os.Rename(tmp, *out); err != nil {
 				return fmt.Errorf("export: %w", err)
+			}
+			if f.JSON() {
+				return printJSON(c.stdout, struct {
+					Out     string `json:"out"`
+					Records int    `json:"records"`
+				}{*out, n})
 			}
 			fmt.Fprintf(c.stderr, "exported %d records to %s\n", n, *out)
 		}

@@ -53,12 +53,11 @@ every token of T and mirrored to DIR/.prometheus/memories as on stdio, and
 tokens of any other tenant are refused.
 `
 
-// serveCmd is "serve" with flags: today only --http.
-func serveCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// serveFlags is serve's flag set, filling o; its usage goes to w.
+func serveFlags(o *httpOptions, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
-	var o httpOptions
+	fs.SetOutput(w)
+	fs.Usage = func() { fmt.Fprint(w, serveUsage, "\nFlags:\n"); fs.PrintDefaults() }
 	fs.StringVar(&o.addr, "http", "", "serve MCP over HTTP on this address (host:port)")
 	fs.StringVar(&o.certFile, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, serve HTTPS")
 	fs.StringVar(&o.keyFile, "tls-key", "", "TLS private key file (PEM)")
@@ -66,6 +65,13 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long a client may take to send a request's header, and then its body")
 	fs.StringVar(&o.root, "root", "", "serve this repository's project memory, with its markdown mirror (needs --tenant)")
 	fs.StringVar(&o.tenant, "tenant", "", "accept only tokens of this tenant")
+	return fs
+}
+
+// serveCmd is "serve" with flags: today only --http.
+func serveCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	var o httpOptions
+	fs := serveFlags(&o, stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
