@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/secrets"
 )
 
 // maxBody caps a request body: a record's body is at most 64 KiB, and a
@@ -318,7 +320,7 @@ func logCalls(log *slog.Logger) mcp.Middleware {
 			res, err := next(ctx, method, req)
 			tool := ""
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-				tool = p.Name
+				tool = logName(p.Name)
 			}
 			outcome := "ok"
 			if err != nil {
@@ -333,7 +335,7 @@ func logCalls(log *slog.Logger) mcp.Middleware {
 					}
 				}
 			}
-			log.Info("call", "method", method, "tool", tool, "outcome", outcome, "ms", time.Since(start).Milliseconds())
+			log.Info("call", "method", logName(method), "tool", tool, "outcome", outcome, "ms", time.Since(start).Milliseconds())
 			return res, err
 		}
 	}
@@ -404,9 +406,33 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 			}
 			method, tool = peek(body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			if method == "initialize" && r.Header.Get("Mcp-Session-Id") == "" && t.sessions(tok.ID) >= maxSessions {
+				sw.Header().Set("Retry-After", "60")
+				http.Error(sw, "too many open sessions for this token: close some, or wait for idle ones to end", http.StatusTooManyRequests)
+				return
+			}
 		}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
 	})
+}
+
+// maxSessions caps the sessions one token holds open at once: each costs
+// memory until its client ends it or it idles out, and a client that opens
+// them without end must not exhaust the server.
+const maxSessions = 256
+
+// sessions counts the open sessions of token id.
+func (t *team) sessions(id string) int {
+	t.mu.Lock()
+	srv, ok := t.servers[id]
+	t.mu.Unlock()
+	n := 0
+	if ok {
+		for range srv.mcp.Sessions() {
+			n++
+		}
+	}
+	return n
 }
 
 // peek reads the JSON-RPC method, and the tool's name for a call, for the
@@ -424,19 +450,26 @@ func peek(body []byte) (method, tool string) {
 	if m.Method == "tools/call" {
 		tool = m.Params.Name
 	}
-	return clipName(m.Method), clipName(tool)
+	return logName(m.Method), logName(tool)
 }
 
-// clipName keeps what a client names short and printable in the log.
-func clipName(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
-	if len(s) > 64 {
-		s = s[:64]
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_./-]{1,64}$`)
+
+// logName is a method or tool name a client gave, fit for the log. Real
+// names are short and plain; anything else is not repeated, nor is a name
+// shaped like a token or any other secret (a client that pasted one in the
+// wrong place must not have it written down).
+func logName(s string) string {
+	switch {
+	case s == "":
+		return ""
+	case !plainName.MatchString(s):
+		return "(invalid)"
+	case strings.Contains(s, memory.TokenPrefix):
+		return "(redacted)"
+	}
+	if _, found := secrets.Scan(s); found {
+		return "(redacted)"
 	}
 	return s
 }
