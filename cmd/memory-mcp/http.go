@@ -197,6 +197,7 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	log.Info("serving", "url", scheme+"://"+ln.Addr().String()+"/mcp", "db", a.cfg.DBPath)
 
 	go t.purgeLoop(ctx, 10*time.Minute)
+	go t.revokedLoop(ctx, revokedEvery)
 	served := make(chan error, 1)
 	go func() {
 		if o.certFile != "" {
@@ -270,6 +271,59 @@ func (t *team) purgeLoop(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// revokedEvery is how often the server looks for revoked tokens with
+// sessions still open. Their next request is refused at once whatever
+// this says; ending their sessions closes the event streams they hold and
+// frees what the server kept for them.
+const revokedEvery = 5 * time.Second
+
+func (t *team) revokedLoop(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := t.endRevoked(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				t.log.Warn("look for revoked tokens", "err", err)
+			}
+		}
+	}
+}
+
+// endRevoked ends the sessions of every token no longer in the store and
+// forgets its server and rate.
+func (t *team) endRevoked(ctx context.Context) error {
+	toks, err := t.base.store.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	live := make(map[string]bool, len(toks))
+	for _, tok := range toks {
+		live[tok.ID] = true
+	}
+	gone := map[string]*server{}
+	t.mu.Lock()
+	for id, srv := range t.servers {
+		if !live[id] {
+			gone[id] = srv
+			delete(t.servers, id)
+		}
+	}
+	t.mu.Unlock()
+	for id, srv := range gone {
+		n := 0
+		for ss := range srv.mcp.Sessions() {
+			ss.Close()
+			n++
+		}
+		t.limiter.forget(id)
+		t.log.Info("token revoked: its sessions ended", "token", id, "sessions", n)
+	}
+	return nil
 }
 
 type tokenKey struct{}
@@ -515,6 +569,13 @@ type bucket struct {
 
 func newLimiter(rate, burst float64) *limiter {
 	return &limiter{rate: rate, burst: max(burst, 1), buckets: map[string]*bucket{}}
+}
+
+// forget drops key's bucket.
+func (l *limiter) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.buckets, key)
 }
 
 // allow takes one request from key's bucket, or says how long until one

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -216,5 +217,34 @@ func TestTeamServerSessionCap(t *testing.T) {
 	}
 	// Another token is unaffected.
 	ok(t, connectTeam(t, s, polite), "memory_list", nil)
+	s.stop(t)
+}
+
+// TestTeamServerRevokedMidSession: a token revoked while its session is
+// open is refused on its next request, and the server soon ends the
+// session it holds for it, event stream and all.
+func TestTeamServerRevokedMidSession(t *testing.T) {
+	e := newEnv(t)
+	tok := newToken(t, e, "--tenant", "acme", "--user", "ann")
+	keep := newToken(t, e, "--tenant", "acme", "--user", "bob")
+	s := startTeamServer(t, e, "--rate", "1000")
+	cs := connectTeam(t, s, tok)
+	other := connectTeam(t, s, keep)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "before", "body": "written before the revoke"})
+	if out, err := e.command("token", "revoke", tok).CombinedOutput(); err != nil {
+		t.Fatalf("revoke: %v %s", err, out)
+	}
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "memory_list", Arguments: map[string]any{}}); err == nil {
+		t.Error("the revoked token's session still answers")
+	}
+	// The server ends the session it still holds for the token.
+	re := regexp.MustCompile(`msg="token revoked: its sessions ended" token=tok_[0-9a-f]+ sessions=1`)
+	for deadline := time.Now().Add(4 * revokedEvery); !re.MatchString(s.stderr.String()); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the revoked token's session still open after %v", 4*revokedEvery)
+		}
+	}
+	// Other tokens go on.
+	ok(t, other, "memory_list", nil)
 	s.stop(t)
 }
