@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
-
-	"golang.org/x/term"
 )
 
 // cli is one run of a command: its environment and streams.
@@ -36,7 +33,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"serve", "[--http ADDR [--tls-cert F --tls-key F]]", "serve MCP on stdin/stdout (the default), or a team over HTTP", runServe},
+		{"serve", "[--http ADDR [--tls-cert F --tls-key F] [--root DIR --tenant T]]", "serve MCP on stdin/stdout (the default), or a team over HTTP", runServe},
 		{"token", "create|list|revoke", "manage the team server's bearer tokens", runToken},
 		{"read", "[--query Q] [--max-tokens N] [--json]", "print the woven recall block (session-start hook)", runRead},
 		{"capture", "[--json]", "record a session from a payload on stdin (session-end hook)", runCapture},
@@ -44,8 +41,8 @@ func init() {
 		{"search", "QUERY [--type T] [--scope S] [--limit N] [--json]", "search memories by keyword", runSearch},
 		{"show", "KEY [--type T] [--scope S] | --id ID [--json]", "print one memory in full", runShow},
 		{"rm", "KEY [--type T] [--scope S] | --id ID [--json]", "delete a memory (and its markdown file)", runRm},
-		{"export", "[--out FILE] [--all-projects]", "write memories as JSON lines", runExport},
-		{"import", "FILE [--format memory-mcp|server-memory] [--dry-run] [--json]", "read memories from JSON lines", runImport},
+		{"export", "[--out FILE] [--all-projects] [--json]", "write memories as JSON lines (with --out and --json, a JSON summary on stdout)", runExport},
+		{"import", "FILE [--format memory-mcp|server-memory] [--keep-projects] [--dry-run] [--json]", "read memories from JSON lines", runImport},
 		{"backup", "FILE [--json]", "copy the database consistently, even while servers write", runBackup},
 		{"restore", "FILE [--json]", "replace the database with a checked backup, keeping the old one", runRestore},
 		{"doctor", "[--json]", "check the database, project, mirror, agent configs and embeddings", runDoctor},
@@ -194,46 +191,4 @@ func printJSON(w io.Writer, v any) error {
 // unless asked.
 func (c *cli) app(fn func(*app, *slog.Logger) error) error {
 	return withApp(c.ctx, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stderr, fn)
-}
-
-// isTerminal reports whether v is a terminal: not a pipe, a file or
-// /dev/null.
-func isTerminal(v any) bool {
-	f, ok := v.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// progress draws a bar on a terminal and nothing anywhere else.
-type progress struct {
-	w      io.Writer
-	label  string
-	total  int
-	done   int
-	shown  int
-	active bool
-}
-
-func (c *cli) progress(label string, total int) *progress {
-	return &progress{w: c.stderr, label: label, total: total, active: isTerminal(c.stderr) && total > 0, shown: -1}
-}
-
-func (p *progress) add(n int) {
-	p.done += n
-	if !p.active {
-		return
-	}
-	pct := p.done * 100 / p.total
-	if pct == p.shown {
-		return
-	}
-	p.shown = pct
-	const width = 30
-	fill := min(width, p.done*width/p.total)
-	fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d", p.label, strings.Repeat("=", fill), strings.Repeat(" ", width-fill), p.done, p.total)
-}
-
-func (p *progress) finish() {
-	if p.active && p.shown >= 0 {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }

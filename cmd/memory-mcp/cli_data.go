@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"prom.codes/memory-mcp/memory"
@@ -65,7 +67,7 @@ func (l exportLine) record() memory.Record {
 }
 
 func runExport(c *cli, args []string) error {
-	f := newFlags(c, "export")
+	f := newFlags(c, "export").withJSON()
 	out := f.String("out", "", "write to this file (default stdout); it is made 0600")
 	all := f.Bool("all-projects", false, "every project's records, not only this project's")
 	if _, err := f.parse(args, 0, 0); err != nil {
@@ -97,11 +99,18 @@ func runExport(c *cli, args []string) error {
 		bw := bufio.NewWriter(w)
 		enc := json.NewEncoder(bw)
 		enc.SetEscapeHTML(false)
+		// Lines written to the terminal itself would break the bar's line.
+		bar := c.progress("exporting", 0, "records")
+		if file == nil && isTerminal(c.stdout) {
+			bar = newProgress(io.Discard, "", 0, "")
+		}
 		n := 0
 		err := a.store.Export(c.ctx, a.cfg.Project, *all, func(project string, r memory.Record) error {
 			n++
+			bar.add(1)
 			return enc.Encode(exported(project, r))
 		})
+		bar.finish()
 		if err != nil {
 			return err
 		}
@@ -117,6 +126,12 @@ func runExport(c *cli, args []string) error {
 			}
 			if err := os.Rename(tmp, *out); err != nil {
 				return fmt.Errorf("export: %w", err)
+			}
+			if f.JSON() {
+				return printJSON(c.stdout, struct {
+					Out     string `json:"out"`
+					Records int    `json:"records"`
+				}{*out, n})
 			}
 			fmt.Fprintf(c.stderr, "exported %d records to %s\n", n, *out)
 		}
@@ -139,6 +154,47 @@ type importResult struct {
 	Updated   int       `json:"updated"`
 	Unchanged int       `json:"unchanged"`
 	Refused   []refusal `json:"refused"`
+	// Moved counts the records exported from another project that went
+	// into this one (without --keep-projects).
+	Moved int `json:"moved_from_other_projects"`
+	// Projects counts the other projects records went to (with
+	// --keep-projects).
+	Projects int `json:"other_projects"`
+}
+
+// exportedProject is what the project field of an export line may hold: a
+// workspace root's identity, or a team identity or one of its levels.
+var exportedProject = regexp.MustCompile(`^([0-9a-f]{32}|team:[0-9a-f]{24}(/[0-9a-f]{24}){0,2})$`)
+
+// importIdentity is the identity to import an export line of level l
+// through so that it lands in the bucket its project field names, or false
+// when no identity puts level l there. A line with no project field goes
+// to cur, as does any line of a level that lives in the global bucket.
+func importIdentity(cur scope.Identity, project string, l scope.Level) (scope.Identity, bool) {
+	if project == "" {
+		if l == scope.Project || memory.Bucket(cur, l) == "" {
+			return cur, true
+		}
+		// A team's workspace or tenant record: its own bucket, never
+		// the global one a workspace root would put it in.
+		return "", false
+	}
+	if !exportedProject.MatchString(project) {
+		return "", false
+	}
+	id := scope.Identity(project)
+	// A team's workspace or tenant bucket is an identity cut back to its
+	// level: grow it again with parts no token can have (a profile or user
+	// name is never empty), which only ever name that bucket.
+	if rest, ok := strings.CutPrefix(project, "team:"); ok {
+		for n := strings.Count(rest, "/"); n < 2; n++ {
+			id += "/" + scope.Identity(strings.Repeat("0", 24))
+		}
+	}
+	if memory.Bucket(id, l) != project {
+		return "", false
+	}
+	return id, true
 }
 
 // maxImportLine is the longest import line read; a record's body is at most
@@ -209,6 +265,7 @@ func runImport(c *cli, args []string) error {
 	f := newFlags(c, "import").withJSON()
 	format := f.String("format", "memory-mcp", "memory-mcp (an export) or server-memory (the reference MCP memory server's JSONL graph)")
 	dry := f.Bool("dry-run", false, "check every line and report, writing nothing")
+	keep := f.Bool("keep-projects", false, "put each record back in the project it was exported from (its \"project\" field), as for an export --all-projects; without it, project records go to this project")
 	pos, err := f.parse(args, 1, 1)
 	if err != nil {
 		return err
@@ -216,8 +273,11 @@ func runImport(c *cli, args []string) error {
 	if *format != "memory-mcp" && *format != "server-memory" {
 		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", clipArg(*format))
 	}
+	if *keep && *format != "memory-mcp" {
+		return fmt.Errorf("import: --keep-projects is for memory-mcp exports; a server-memory graph has no projects")
+	}
 	var in io.Reader = c.stdin
-	total := 0
+	var total int64
 	if pos[0] != "-" {
 		file, err := os.Open(pos[0])
 		if err != nil {
@@ -231,20 +291,21 @@ func runImport(c *cli, args []string) error {
 		if fi.IsDir() {
 			return fmt.Errorf("import: %s is a directory", pos[0])
 		}
-		in, total = file, int(fi.Size())
+		in, total = file, fi.Size()
 	}
 	res := importResult{File: pos[0], Format: *format, DryRun: *dry, Refused: []refusal{}}
+	others := map[scope.Identity]bool{}
 	err = c.app(func(a *app, log *slog.Logger) error {
 		if _, err := a.sync(c.ctx); err != nil {
 			return err
 		}
-		bar := c.progress("importing", total)
+		bar := c.progress("importing", total, "bytes")
 		defer bar.finish()
 		if *format == "server-memory" {
 			return importGraph(c, a, in, bar, &res)
 		}
 		return readLines(in, func(n int, line []byte, tooLong bool) error {
-			bar.add(len(line))
+			bar.add(int64(len(line)))
 			if err := c.ctx.Err(); err != nil {
 				return err
 			}
@@ -278,6 +339,25 @@ func runImport(c *cli, args []string) error {
 				// A line written by hand takes the default, as a tool write does.
 				rec.Confidence = 0.5
 			}
+			into := a.proj
+			if *keep {
+				id, ok := importIdentity(a.cfg.Project, l.Project, l.Scope)
+				if !ok {
+					res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("invalid_argument: project: is not the project of a %s record", l.Scope)})
+					return nil
+				}
+				if id != a.cfg.Project {
+					// Another project's records get their files from that
+					// project's own next sync; this one has no mirror of them.
+					into = memory.Project{ID: id}
+					if !others[id] && l.Scope == scope.Project {
+						others[id] = true
+						res.Projects++
+					}
+				}
+			} else if l.Project != "" && l.Project != string(a.cfg.Project) && l.Scope == scope.Project {
+				res.Moved++
+			}
 			if *dry {
 				err := memory.Check(memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
 					Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source, Metadata: rec.Metadata})
@@ -289,7 +369,7 @@ func runImport(c *cli, args []string) error {
 				return nil
 			}
 			start := time.Now()
-			got, created, err := a.store.Restore(c.ctx, a.proj, rec)
+			got, created, err := a.store.Restore(c.ctx, into, rec)
 			res.count(n, got, created, start, err)
 			return nil
 		})
@@ -312,6 +392,12 @@ func runImport(c *cli, args []string) error {
 		for _, r := range res.Refused {
 			fmt.Fprintf(c.stderr, "line %d refused: %s\n", r.Line, r.Reason)
 		}
+		if res.Projects > 0 {
+			fmt.Fprintf(c.stdout, "%d other projects got their own records back; \"memory-mcp projects\" lists them\n", res.Projects)
+		}
+		if res.Moved > 0 {
+			fmt.Fprintf(c.stderr, "note: %d project records were exported from other projects and went into this one; import --keep-projects keeps them in their own\n", res.Moved)
+		}
 	}
 	if len(res.Refused) > 0 {
 		return fmt.Errorf("import %s: %d of %d lines refused", pos[0], len(res.Refused), res.Lines)
@@ -326,7 +412,17 @@ func runBackup(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		if err := a.store.Backup(c.ctx, pos[0]); err != nil {
+		// The copy's size is near the database's: the bar follows it.
+		var total int64
+		for _, f := range []string{a.cfg.DBPath, a.cfg.DBPath + "-wal"} {
+			if fi, err := os.Stat(f); err == nil {
+				total += fi.Size()
+			}
+		}
+		bar := c.progress("backing up", total, "bytes")
+		err := bar.watchFile(pos[0], func() error { return a.store.Backup(c.ctx, pos[0]) })
+		bar.finish()
+		if err != nil {
 			return err
 		}
 		chk, err := memory.CheckFile(c.ctx, pos[0])
@@ -384,16 +480,9 @@ func runRestore(c *cli, args []string) error {
 	}
 	st, openErr := memory.Open(c.ctx, cfg.DBPath, nil)
 	if openErr == nil {
-		var bar *progress
-		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) {
-			if bar == nil {
-				bar = c.progress("restoring", total)
-			}
-			bar.add(done - bar.done)
-		})
-		if bar != nil {
-			bar.finish()
-		}
+		bar := c.progress("restoring", 0, "pages")
+		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) { bar.set(int64(done), int64(total)) })
+		bar.finish()
 		st.Close()
 		if err != nil {
 			return err

@@ -48,7 +48,7 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress, res *importResult)
 	}
 	var rels []relation
 	err := readLines(in, func(n int, line []byte, tooLong bool) error {
-		bar.add(len(line))
+		bar.add(int64(len(line)))
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 && !tooLong {
 			return nil

@@ -12,6 +12,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +25,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/secrets"
 )
 
 // maxBody caps a request body: a record's body is at most 64 KiB, and a
@@ -31,28 +36,44 @@ const maxBody = 1 << 20
 // httpOptions are serve --http's flags.
 type httpOptions struct {
 	addr, certFile, keyFile string
+	root, tenant            string        // with a root, the one repository served, to the one tenant
 	rate                    float64       // requests per second per token
 	timeout                 time.Duration // to read a request's header, and then its body
 }
 
 const serveUsage = `Usage: memory-mcp serve --http ADDR [--tls-cert FILE --tls-key FILE] [--rate N] [--timeout D]
+                        [--root DIR --tenant T]
 
 Serves MCP over Streamable HTTP at http://ADDR/mcp to callers bearing a token
 made with "memory-mcp token create"; GET /healthz answers 200 while the
 database does. SIGTERM or Ctrl-C finishes the requests in flight and exits.
+
+Each token's profile has its own project memory, and no markdown mirror.
+With --root DIR --tenant T the server serves the one repository checked out
+at DIR to team T instead: project memory is the repository's, shared by
+every token of T and mirrored to DIR/.prometheus/memories as on stdio, and
+tokens of any other tenant are refused.
 `
 
-// serveCmd is "serve" with flags: today only --http.
-func serveCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// serveFlags is serve's flag set, filling o; its usage goes to w.
+func serveFlags(o *httpOptions, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
-	var o httpOptions
+	fs.SetOutput(w)
+	fs.Usage = func() { fmt.Fprint(w, serveUsage, "\nFlags:\n"); fs.PrintDefaults() }
 	fs.StringVar(&o.addr, "http", "", "serve MCP over HTTP on this address (host:port)")
 	fs.StringVar(&o.certFile, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, serve HTTPS")
 	fs.StringVar(&o.keyFile, "tls-key", "", "TLS private key file (PEM)")
 	fs.Float64Var(&o.rate, "rate", 20, "requests per second allowed to each token, in bursts of up to 5 seconds' worth")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long a client may take to send a request's header, and then its body")
+	fs.StringVar(&o.root, "root", "", "serve this repository's project memory, with its markdown mirror (needs --tenant)")
+	fs.StringVar(&o.tenant, "tenant", "", "accept only tokens of this tenant")
+	return fs
+}
+
+// serveCmd is "serve" with flags: today only --http.
+func serveCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	var o httpOptions
+	fs := serveFlags(&o, stderr)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +87,28 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if o.rate <= 0 || o.timeout <= 0 {
 		return errors.New("serve: --rate and --timeout must be positive")
 	}
+	if o.root != "" {
+		// One repository's memory shared by every tenant would let each
+		// see the others': a root is served to one team only.
+		if o.tenant == "" {
+			return errors.New("serve: --root needs --tenant, the one team whose tokens share the repository's memory")
+		}
+		fi, err := os.Stat(o.root)
+		if err != nil || !fi.IsDir() {
+			return fmt.Errorf("serve: --root %s is not a directory", o.root)
+		}
+		abs, err := filepath.Abs(o.root)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		env := getenv
+		getenv = func(k string) string {
+			if k == "PROMETHEUS_WORKSPACE_ROOT" {
+				return abs
+			}
+			return env(k)
+		}
+	}
 	return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return serveHTTP(ctx, a, log, o) })
 }
 
@@ -75,6 +118,8 @@ type team struct {
 	base    *app
 	log     *slog.Logger
 	limiter *limiter
+	tenant  string         // "": every tenant's tokens
+	repo    memory.Project // with a root: the repository's project, mirrored
 
 	mu      sync.Mutex
 	servers map[string]*server // by token id
@@ -83,14 +128,25 @@ type team struct {
 }
 
 func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) error {
-	// The mirror belongs to one workspace; a team's callers have none.
-	if a.dir != nil {
-		a.dir.Close()
+	t := &team{base: a, log: log, limiter: newLimiter(o.rate, 5*o.rate), servers: map[string]*server{}, tenant: o.tenant}
+	if o.root == "" {
+		// The mirror belongs to one workspace; a team's callers have none.
+		if a.dir != nil {
+			a.dir.Close()
+		}
+		a.dir, a.proj = nil, memory.Project{}
+	} else {
+		t.repo = memory.Project{ID: repoIdentity(o.tenant, a.cfg.Root), Mirror: a.dir}
+		if err := a.store.NoteRoot(ctx, t.repo.ID, a.cfg.Root); err != nil {
+			log.Warn("could not record the project root", "err", err)
+		}
+		if _, err := a.store.PurgeMirrored(ctx, t.repo); err != nil {
+			return err
+		}
+		log.Info("serving one repository", "root", a.cfg.Root, "tenant", o.tenant)
 	}
-	a.dir, a.proj = nil, memory.Project{}
 	go a.weaver.Preload()
 
-	t := &team{base: a, log: log, limiter: newLimiter(o.rate, 5*o.rate), servers: map[string]*server{}}
 	h := mcp.NewStreamableHTTPHandler(t.server, &mcp.StreamableHTTPOptions{
 		Logger:              quieter(log),
 		MaxRequestBodyBytes: maxBody,
@@ -141,6 +197,7 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	log.Info("serving", "url", scheme+"://"+ln.Addr().String()+"/mcp", "db", a.cfg.DBPath)
 
 	go t.purgeLoop(ctx, 10*time.Minute)
+	go t.revokedLoop(ctx, revokedEvery)
 	served := make(chan error, 1)
 	go func() {
 		if o.certFile != "" {
@@ -155,6 +212,15 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	case <-ctx.Done():
 	}
 	return t.drain(hs, served)
+}
+
+// repoIdentity is the project identity of the repository at root served to
+// tenant: a team identity of the tenant, so that its workspace and tenant
+// levels are the team's and never the global bucket of this machine's own
+// workspaces, under a user and a profile no token can have (their names are
+// never empty, and never hold a slash).
+func repoIdentity(tenant, root string) scope.Identity {
+	return memory.TeamIdentity(tenant, "", "root:"+root)
 }
 
 // drain stops taking requests, lets those in flight finish, then ends the
@@ -198,8 +264,66 @@ func (t *team) purgeLoop(ctx context.Context, every time.Duration) {
 			} else if n > 0 {
 				t.log.Info("purged expired records", "count", n)
 			}
+			if t.repo.ID != "" {
+				if _, err := t.base.store.PurgeMirrored(ctx, t.repo); err != nil && !errors.Is(err, context.Canceled) {
+					t.log.Warn("purge", "err", err)
+				}
+			}
 		}
 	}
+}
+
+// revokedEvery is how often the server looks for revoked tokens with
+// sessions still open. Their next request is refused at once whatever
+// this says; ending their sessions closes the event streams they hold and
+// frees what the server kept for them.
+const revokedEvery = 5 * time.Second
+
+func (t *team) revokedLoop(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := t.endRevoked(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				t.log.Warn("look for revoked tokens", "err", err)
+			}
+		}
+	}
+}
+
+// endRevoked ends the sessions of every token no longer in the store and
+// forgets its server and rate.
+func (t *team) endRevoked(ctx context.Context) error {
+	toks, err := t.base.store.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	live := make(map[string]bool, len(toks))
+	for _, tok := range toks {
+		live[tok.ID] = true
+	}
+	gone := map[string]*server{}
+	t.mu.Lock()
+	for id, srv := range t.servers {
+		if !live[id] {
+			gone[id] = srv
+			delete(t.servers, id)
+		}
+	}
+	t.mu.Unlock()
+	for id, srv := range gone {
+		n := 0
+		for ss := range srv.mcp.Sessions() {
+			ss.Close()
+			n++
+		}
+		t.limiter.forget(id)
+		t.log.Info("token revoked: its sessions ended", "token", id, "sessions", n)
+	}
+	return nil
 }
 
 type tokenKey struct{}
@@ -217,6 +341,11 @@ func (t *team) server(r *http.Request) *mcp.Server {
 	}
 	a := *t.base
 	a.cfg.Project, a.proj = tok.Identity(), tok.Project()
+	if t.repo.ID != "" {
+		// The repository's memory, as its engineers' stdio servers have it,
+		// with the system level still read-only but for admins.
+		a.cfg.Project, a.proj = t.repo.ID, memory.Project{ID: t.repo.ID, Mirror: t.repo.Mirror, ReadOnly: a.proj.ReadOnly}
+	}
 	log := t.log.With("token", tok.ID)
 	srv := newServer(&a, log)
 	srv.mcp.AddReceivingMiddleware(srv.freshInstructions, logCalls(log))
@@ -245,7 +374,7 @@ func logCalls(log *slog.Logger) mcp.Middleware {
 			res, err := next(ctx, method, req)
 			tool := ""
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-				tool = p.Name
+				tool = logName(p.Name)
 			}
 			outcome := "ok"
 			if err != nil {
@@ -260,7 +389,7 @@ func logCalls(log *slog.Logger) mcp.Middleware {
 					}
 				}
 			}
-			log.Info("call", "method", method, "tool", tool, "outcome", outcome, "ms", time.Since(start).Milliseconds())
+			log.Info("call", "method", logName(method), "tool", tool, "outcome", outcome, "ms", time.Since(start).Milliseconds())
 			return res, err
 		}
 	}
@@ -304,6 +433,10 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 			return
 		}
 		tokID = tok.ID
+		if t.tenant != "" && tok.Tenant != t.tenant {
+			http.Error(sw, "this server serves another team", http.StatusForbidden)
+			return
+		}
 		if wait, ok := t.limiter.allow(tok.ID, time.Now()); !ok {
 			sw.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			http.Error(sw, "too many requests", http.StatusTooManyRequests)
@@ -327,9 +460,33 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 			}
 			method, tool = peek(body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
+			if method == "initialize" && r.Header.Get("Mcp-Session-Id") == "" && t.sessions(tok.ID) >= maxSessions {
+				sw.Header().Set("Retry-After", "60")
+				http.Error(sw, "too many open sessions for this token: close some, or wait for idle ones to end", http.StatusTooManyRequests)
+				return
+			}
 		}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
 	})
+}
+
+// maxSessions caps the sessions one token holds open at once: each costs
+// memory until its client ends it or it idles out, and a client that opens
+// them without end must not exhaust the server.
+const maxSessions = 256
+
+// sessions counts the open sessions of token id.
+func (t *team) sessions(id string) int {
+	t.mu.Lock()
+	srv, ok := t.servers[id]
+	t.mu.Unlock()
+	n := 0
+	if ok {
+		for range srv.mcp.Sessions() {
+			n++
+		}
+	}
+	return n
 }
 
 // peek reads the JSON-RPC method, and the tool's name for a call, for the
@@ -347,19 +504,26 @@ func peek(body []byte) (method, tool string) {
 	if m.Method == "tools/call" {
 		tool = m.Params.Name
 	}
-	return clipName(m.Method), clipName(tool)
+	return logName(m.Method), logName(tool)
 }
 
-// clipName keeps what a client names short and printable in the log.
-func clipName(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
-	if len(s) > 64 {
-		s = s[:64]
+var plainName = regexp.MustCompile(`^[A-Za-z0-9_./-]{1,64}$`)
+
+// logName is a method or tool name a client gave, fit for the log. Real
+// names are short and plain; anything else is not repeated, nor is a name
+// shaped like a token or any other secret (a client that pasted one in the
+// wrong place must not have it written down).
+func logName(s string) string {
+	switch {
+	case s == "":
+		return ""
+	case !plainName.MatchString(s):
+		return "(invalid)"
+	case strings.Contains(s, memory.TokenPrefix):
+		return "(redacted)"
+	}
+	if _, found := secrets.Scan(s); found {
+		return "(redacted)"
 	}
 	return s
 }
@@ -405,6 +569,13 @@ type bucket struct {
 
 func newLimiter(rate, burst float64) *limiter {
 	return &limiter{rate: rate, burst: max(burst, 1), buckets: map[string]*bucket{}}
+}
+
+// forget drops key's bucket.
+func (l *limiter) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.buckets, key)
 }
 
 // allow takes one request from key's bucket, or says how long until one

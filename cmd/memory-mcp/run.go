@@ -51,7 +51,7 @@ func runServe(c *cli, args []string) error {
 	}
 	if wantsHelp(args) {
 		fmt.Fprint(c.stdout, "Usage: memory-mcp serve\n\nServes MCP on stdin/stdout, as an agent launches it.\n\n")
-		fmt.Fprint(c.stdout, serveUsage)
+		serveFlags(&httpOptions{}, c.stdout).Usage()
 		return errHelp
 	}
 	f := newFlags(c, "serve")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -15,11 +16,11 @@ import (
 )
 
 const tokenUsage = `Usage:
-  memory-mcp token create --tenant T --user U [--profile P] [--admin] [--name N]
+  memory-mcp token create --tenant T --user U [--profile P] [--admin] [--name N] [--json]
                         print a new bearer token, once, alone on a line
   memory-mcp token list [--json]
                         id, name, tenant, user, profile, created and last used of each token
-  memory-mcp token revoke ID|TOKEN
+  memory-mcp token revoke [--json] ID|TOKEN
                         revoke a token; its next request is refused
 `
 
@@ -41,17 +42,34 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 		fs.StringVar(&nt.Profile, "profile", memory.DefaultProfile, "the user's profile, whose project memory is its own")
 		fs.BoolVar(&nt.Admin, "admin", false, "may write system memory, which every token reads")
 		fs.StringVar(&nt.Name, "name", "", "a note saying what the token is for")
+		asJSON := fs.Bool("json", false, "print the token and its row as JSON")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
 		if fs.NArg() > 0 {
 			fs.Usage()
-			return fmt.Errorf("token create: unexpected %q", fs.Arg(0))
+			return fmt.Errorf("token create: unexpected %q", clipSecret(fs.Arg(0)))
+		}
+		if nt.Tenant == "" || nt.User == "" {
+			fs.Usage()
+			return errors.New("token create: --tenant and --user are required")
 		}
 		return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
 			secret, tok, err := a.store.CreateToken(ctx, nt)
 			if err != nil {
 				return fmt.Errorf("token create: %w", err)
+			}
+			if *asJSON {
+				return printJSON(stdout, struct {
+					Token   string    `json:"token"`
+					ID      string    `json:"id"`
+					Name    string    `json:"name,omitempty"`
+					Tenant  string    `json:"tenant"`
+					User    string    `json:"user"`
+					Profile string    `json:"profile"`
+					Admin   bool      `json:"admin"`
+					Created time.Time `json:"created_at"`
+				}{secret, tok.ID, tok.Name, tok.Tenant, tok.User, tok.Profile, tok.Admin, tok.CreatedAt})
 			}
 			fmt.Fprintf(stderr, "created %s for tenant %s, user %s, profile %s%s; it is shown only this once:\n",
 				tok.ID, tok.Tenant, tok.User, tok.Profile, map[bool]string{true: " (admin)"}[tok.Admin])
@@ -88,6 +106,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return tw.Flush()
 		})
 	case "revoke":
+		asJSON := fs.Bool("json", false, "print the revoked token's row as JSON")
 		if err := fs.Parse(args); err != nil {
 			return err
 		}
@@ -103,6 +122,9 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			if err != nil {
 				return err
 			}
+			if *asJSON {
+				return printJSON(stdout, tok)
+			}
 			_, err = fmt.Fprintf(stdout, "revoked %s (tenant %s, user %s, profile %s)\n", tok.ID, tok.Tenant, tok.User, tok.Profile)
 			return err
 		})
@@ -111,5 +133,14 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 		return nil
 	}
 	fmt.Fprint(stderr, tokenUsage)
-	return fmt.Errorf("token: unknown command %q", sub)
+	return fmt.Errorf("token: unknown command %q", clipSecret(sub))
+}
+
+// clipSecret is an argument fit for an error message: a token typed in the
+// wrong place is not repeated.
+func clipSecret(s string) string {
+	if strings.HasPrefix(s, memory.TokenPrefix) {
+		return memory.TokenPrefix + "…"
+	}
+	return clipArg(s)
 }
