@@ -27,10 +27,39 @@ func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschem
 	if err != nil {
 		panic(err) // a programming error in a type below
 	}
+	dropNull(s)
 	if edit != nil {
 		edit(s.Properties)
 	}
 	return s
+}
+
+// dropNull turns the ["null", T] unions inferred for pointers, slices and
+// maps into plain T: several clients reject a type array, and an optional
+// field is one that is not required. applyArguments drops a null argument
+// before validation, so a client sending one gets the field's default.
+func dropNull(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) > 0 {
+		var rest []string
+		for _, t := range s.Types {
+			if t != "null" {
+				rest = append(rest, t)
+			}
+		}
+		if len(rest) == 1 {
+			s.Type, s.Types = rest[0], nil
+		} else {
+			s.Types = rest
+		}
+	}
+	for _, p := range s.Properties {
+		dropNull(p)
+	}
+	dropNull(s.Items)
+	dropNull(s.AdditionalProperties)
 }
 
 func describe(props map[string]*jsonschema.Schema, descs map[string]string) {
@@ -570,6 +599,11 @@ func applyArguments(raw json.RawMessage, schema *jsonschema.Resolved) (json.RawM
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &args); err != nil {
 			return nil, fmt.Errorf("unmarshaling arguments: %w", err)
+		}
+	}
+	for k, v := range args {
+		if v == nil {
+			delete(args, k)
 		}
 	}
 	if err := schema.ApplyDefaults(&args); err != nil {
