@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"prom.codes/memory-mcp/scope"
 )
@@ -13,7 +14,7 @@ import (
 // MirrorState returns what the mirror last recorded of each file of project
 // p, by stem.
 func (s *Store) MirrorState(ctx context.Context, p scope.Identity) (map[string]FileState, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT stem, size, mtime, hash, record_id FROM mirror_files WHERE project = ?`, string(p))
+	rows, err := s.db.QueryContext(ctx, `SELECT stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = ?`, string(p))
 	if err != nil {
 		return nil, fmt.Errorf("mirror state: %w", err)
 	}
@@ -21,7 +22,7 @@ func (s *Store) MirrorState(ctx context.Context, p scope.Identity) (map[string]F
 	out := map[string]FileState{}
 	for rows.Next() {
 		var st FileState
-		if err := rows.Scan(&st.Stem, &st.Size, &st.MTime, &st.Hash, &st.ID); err != nil {
+		if err := rows.Scan(&st.Stem, &st.Size, &st.MTime, &st.Hash, &st.ID, &st.CTime, &st.FileID); err != nil {
 			return nil, err
 		}
 		out[st.Stem] = st
@@ -29,10 +30,74 @@ func (s *Store) MirrorState(ctx context.Context, p scope.Identity) (map[string]F
 	return out, rows.Err()
 }
 
+// fileState returns what the mirror last recorded of stem's file, or nil.
+func fileState(ctx context.Context, tx *sql.Tx, p scope.Identity, stem string) (*FileState, error) {
+	st := FileState{Stem: stem}
+	err := tx.QueryRowContext(ctx, `SELECT size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = ? AND stem = ?`,
+		string(p), stem).Scan(&st.Size, &st.MTime, &st.Hash, &st.ID, &st.CTime, &st.FileID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mirror state of %s: %w", stem, err)
+	}
+	return &st, nil
+}
+
+func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
+	if st.FileID == st.ID {
+		st.FileID = ""
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO mirror_files (project, stem, size, mtime, hash, record_id, ctime, file_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project, stem) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, hash = excluded.hash,
+			record_id = excluded.record_id, ctime = excluded.ctime, file_id = excluded.file_id`,
+		string(p), st.Stem, st.Size, st.MTime, st.Hash, st.ID, st.CTime, st.FileID)
+	return err
+}
+
+// mirrorError is the error of a file the mirror could not write or remove:
+// its own *Error (a conflict with a human's edit) as it is, else internal.
+func mirrorError(op, key string, err error) error {
+	var me *Error
+	if errors.As(err, &me) {
+		return me
+	}
+	return Errorf(CodeInternal, "", "%s markdown for %s: %v", op, key, err)
+}
+
+// ErrStale is the error of Import, Touched and Forget when the file's
+// recorded state has moved on from prev, the state the caller read before
+// it looked at the file: another writer wrote (or removed) the file
+// meanwhile, so what the caller saw may be older than what is on disk now.
+// Nothing is changed; the next sync looks at the file again.
+var ErrStale = errors.New("the file was written again while it was being read")
+
+// checkPrev returns ErrStale when the recorded state of st's file holds
+// content that is neither what was read (st) nor what was recorded before
+// (prev), or is gone: another writer wrote or deleted the file after it
+// was read.
+func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, prev *FileState) error {
+	cur, err := fileState(ctx, tx, p, st.Stem)
+	if err != nil {
+		return err
+	}
+	if cur == nil && prev != nil || cur != nil && cur.Hash != st.Hash && (prev == nil || cur.Hash != prev.Hash) {
+		return ErrStale
+	}
+	return nil
+}
+
 // Touched records that a file was seen unchanged in content but with a new
-// size or mtime (a checkout rewrote it), so the next sync skips it again.
-func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState) error {
-	return s.tx(ctx, func(tx *sql.Tx) error { return setFileState(ctx, tx, p, st) })
+// size, mtime or change time (a checkout rewrote it), so the next sync
+// skips it again. prev is the state the caller read before it read the
+// file; see ErrStale.
+func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState, prev *FileState) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := checkPrev(ctx, tx, p, st, prev); err != nil {
+			return err
+		}
+		return setFileState(ctx, tx, p, st)
+	})
 }
 
 // Import makes rec, read from the markdown file st describes, the project's
@@ -40,9 +105,10 @@ func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState) err
 // key (the stem), description, body, tags, confidence and created time. A
 // record with that id, or the one the file held before, is updated in place,
 // so a renamed file renames the key. The file itself is never written.
-// Errors: the validation errors of Put (secrets included), CodeConflict when
-// another record holds the key.
-func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st FileState) (Record, error) {
+// prev is the file's recorded state that the caller read before it read the
+// file (nil: none). Errors: the validation errors of Put (secrets
+// included), CodeConflict when another record holds the key, ErrStale.
+func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st FileState, prev *FileState) (Record, error) {
 	conf := rec.Confidence
 	w := Write{
 		Scope: scope.Project, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
@@ -56,12 +122,22 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 	}
 	var out Record
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if err := checkPrev(ctx, tx, p, st, prev); err != nil {
+			return err
+		}
 		old, found, err := s.fileOwner(ctx, tx, p, rec.ID, st.Stem, w.Key)
 		if err != nil {
 			return err
 		}
 		if !found {
 			id := rec.ID
+			tomb, err := forgotten(ctx, tx, p, rec.ID)
+			if err != nil {
+				return err
+			}
+			if tomb != nil {
+				id = tomb.id
+			}
 			if id != "" {
 				// Ids are unique across projects, but a second clone or
 				// worktree of the repository holds the same files: its
@@ -74,9 +150,26 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 					id = ""
 				}
 			}
+			if tomb != nil {
+				// The file of a record removed a moment ago is back: so is
+				// the record, with its use and its expiry.
+				w.UseCount = &tomb.useCount
+				if tomb.expiresAt.Valid && tomb.expiresAt.Int64 > s.now().UnixNano() {
+					t := time.Unix(0, tomb.expiresAt.Int64).UTC()
+					w.keepExpiry, w.expiresAt = true, &t
+				}
+			}
 			out, _, err = s.put(ctx, tx, Project{ID: p}, w, id)
 			if err != nil {
 				return err
+			}
+			if tomb != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE records SET last_accessed_at = ? WHERE id = ?`, tomb.lastAccessed, out.ID); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_forgotten WHERE project = ? AND id = ?`, string(p), tomb.id); err != nil {
+					return err
+				}
 			}
 		} else {
 			out = old
@@ -97,6 +190,11 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 			}
 			if !rec.CreatedAt.IsZero() {
 				out.CreatedAt = rec.CreatedAt.UTC()
+			}
+			if !sameContent(old, out) && out.ExpiresAt != nil && !out.ExpiresAt.After(s.now()) {
+				// A file edited after its record expired: the edit says it
+				// is still wanted.
+				out.ExpiresAt = nil
 			}
 			if !sameContent(old, out) || old.Source != FromMarkdown {
 				out.UpdatedAt = s.now().UTC()
@@ -119,11 +217,59 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 			}
 			out.CreatedAt = rec.CreatedAt.UTC()
 		}
-		st.ID = out.ID
+		st.ID, st.FileID = out.ID, ""
+		if rec.ID != "" && rec.ID != out.ID {
+			// The file's id line names a record of another checkout of the
+			// repository: keep the line as it is when the file is written.
+			// An id no record holds any more is replaced by the record's.
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = ? AND project <> ?`, rec.ID, string(p)).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				st.FileID = rec.ID
+			}
+		}
 		return setFileState(ctx, tx, p, st)
 	})
 	return out, err
 }
+
+// tomb is what Forget kept of a record whose file was removed.
+type tomb struct {
+	id                      string
+	useCount                int64
+	lastAccessed, expiresAt sql.NullInt64
+}
+
+// forgotten finds what Forget kept of the record a file with id line id
+// held, if anything.
+func forgotten(ctx context.Context, tx *sql.Tx, p scope.Identity, id string) (*tomb, error) {
+	if id == "" {
+		return nil, nil
+	}
+	var t tomb
+	err := tx.QueryRowContext(ctx, `SELECT id, use_count, last_accessed_at, expires_at FROM mirror_forgotten
+		WHERE project = ? AND (id = ? OR file_id = ?) ORDER BY forgotten_at DESC LIMIT 1`, string(p), id, id).
+		Scan(&t.id, &t.useCount, &t.lastAccessed, &t.expiresAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = ?`, t.id).Scan(&n); err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		return nil, nil // the id is taken again (a tool wrote it meanwhile)
+	}
+	return &t, nil
+}
+
+// forgetKeep is how long Forget keeps a removed file's record in mind.
+const forgetKeep = 90 * 24 * time.Hour
 
 // fileOwner finds the record a file speaks for: the one with its id, else
 // the one it held last time, else a mirrored record with its key.
@@ -137,6 +283,9 @@ func (s *Store) fileOwner(ctx context.Context, tx *sql.Tx, p scope.Identity, id,
 	}
 	if id != "" {
 		if r, ok, err := try(`WHERE r.id = ?`, id); ok || err != nil {
+			return r, ok, err
+		}
+		if r, ok, err := try(`WHERE r.id IN (SELECT record_id FROM mirror_files WHERE project = ? AND file_id = ?)`, string(p), id); ok || err != nil {
 			return r, ok, err
 		}
 	}
@@ -154,20 +303,25 @@ func (s *Store) fileOwner(ctx context.Context, tx *sql.Tx, p scope.Identity, id,
 }
 
 // Forget handles a file that is gone: the record it held is deleted, unless
-// it has moved to another file meanwhile. It returns the deleted record, if
-// any.
-func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string) (Record, bool, error) {
+// it has moved to another file meanwhile. prev is the file's state the
+// caller read before it found the file gone: when another writer has
+// written the file since (the state moved on), Forget returns ErrStale and
+// changes nothing. The record is hidden at once, but what the file does
+// not hold (its use count, last access and expiry) is kept for a while, so
+// that the same file coming back (same id line) brings the record back as
+// it was. It returns the deleted record, if any.
+func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev *FileState) (Record, bool, error) {
 	var rec Record
 	var deleted bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var held string
-		err := tx.QueryRowContext(ctx, `SELECT record_id FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem).Scan(&held)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
+		cur, err := fileState(ctx, tx, p, stem)
+		if err != nil || cur == nil {
 			return err
 		}
+		if prev != nil && (cur.Hash != prev.Hash || cur.ID != prev.ID) {
+			return ErrStale
+		}
+		held, fileID := cur.ID, cur.FileID
 		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem); err != nil {
 			return err
 		}
@@ -179,6 +333,17 @@ func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string) (Reco
 			return err
 		}
 		rec, deleted = r, true
+		now := s.now().UnixNano()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_forgotten WHERE forgotten_at < ?`, now-int64(forgetKeep)); err != nil {
+			return err
+		}
+		if fileID == "" {
+			fileID = r.ID
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mirror_forgotten (project, id, file_id, use_count, last_accessed_at, expires_at, forgotten_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, string(p), r.ID, fileID, r.UseCount, nanos(r.LastAccessedAt), nanos(r.ExpiresAt), now); err != nil {
+			return err
+		}
 		return s.remove(ctx, tx, Project{ID: p}, r, false)
 	})
 	return rec, deleted, err
@@ -203,9 +368,9 @@ type MirrorChanges struct {
 // statement, so it is one consistent view.
 func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT 0, stem, size, mtime, hash, record_id FROM mirror_files WHERE project = @p AND v > @since
-		UNION ALL SELECT 1, stem, 0, 0, '', '' FROM mirror_gone WHERE project = @p AND v > @since AND @since >= 0
-		UNION ALL SELECT 2, '', version, 0, '', '' FROM mirror_versions WHERE project = @p`,
+		SELECT 0, stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = @p AND v > @since
+		UNION ALL SELECT 1, stem, 0, 0, '', '', 0, '' FROM mirror_gone WHERE project = @p AND v > @since AND @since >= 0
+		UNION ALL SELECT 2, '', version, 0, '', '', 0, '' FROM mirror_versions WHERE project = @p`,
 		sql.Named("p", string(p)), sql.Named("since", since))
 	if err != nil {
 		return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
@@ -215,7 +380,7 @@ func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since 
 	for rows.Next() {
 		var kind int
 		var st FileState
-		if err := rows.Scan(&kind, &st.Stem, &st.Size, &st.MTime, &st.Hash, &st.ID); err != nil {
+		if err := rows.Scan(&kind, &st.Stem, &st.Size, &st.MTime, &st.Hash, &st.ID, &st.CTime, &st.FileID); err != nil {
 			return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
 		}
 		switch kind {

@@ -20,12 +20,14 @@ const cols = `r.id, r.scope, r.type, r.key, r.description, r.body, r.tags, r.con
 const colsNoBody = `r.id, r.scope, r.type, r.key, r.description, '', r.tags, r.confidence, r.use_count,
 	r.last_accessed_at, r.created_at, r.updated_at, r.expires_at, r.session_id, r.source, r.metadata`
 
-// visible holds for records this project may see that have not expired.
-const visible = `r.project IN (@p, '') AND (r.expires_at IS NULL OR r.expires_at > @now)`
+// visible holds for records this project may see that have not expired:
+// those in its own buckets (see Bucket), and in the global one from level
+// @g up.
+const visible = `r.project IN (@p, @w, @t, '') AND (r.project <> '' OR r.scope >= @g) AND (r.expires_at IS NULL OR r.expires_at > @now)`
 
 // effective holds for visible records no narrower visible record shadows.
 const effective = visible + ` AND NOT EXISTS (SELECT 1 FROM records n WHERE n.type = r.type AND n.key = r.key
-	AND n.scope < r.scope AND n.project IN (@p, '') AND (n.expires_at IS NULL OR n.expires_at > @now))`
+	AND n.scope < r.scope AND n.project IN (@p, @w, @t, '') AND (n.project <> '' OR n.scope >= @g) AND (n.expires_at IS NULL OR n.expires_at > @now))`
 
 type scanner interface{ Scan(...any) error }
 
@@ -88,7 +90,8 @@ func queryRecords(ctx context.Context, q querier, query string, args ...any) ([]
 }
 
 func (s *Store) args(p scope.Identity, more ...any) []any {
-	return append([]any{sql.Named("p", string(p)), sql.Named("now", s.now().UnixNano())}, more...)
+	return append([]any{sql.Named("p", string(p)), sql.Named("w", Bucket(p, scope.Workspace)), sql.Named("t", Bucket(p, scope.Tenant)),
+		sql.Named("g", int(globalFrom(p))), sql.Named("now", s.now().UnixNano())}, more...)
 }
 
 // resolve finds the one record sel picks, as project p sees it.

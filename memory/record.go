@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"prom.codes/memory-mcp/scope"
 )
@@ -138,9 +139,13 @@ func NormalizeKey(field, s string) (string, error) {
 	return k, nil
 }
 
+// clip shortens s to at most n bytes on a rune boundary, marking the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

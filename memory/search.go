@@ -2,16 +2,13 @@ package memory
 
 import (
 	"context"
-	"database/sql"
-	"encoding/binary"
 	"fmt"
-	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
+	"prom.codes/memory-mcp/memory/index"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -34,27 +31,26 @@ type Hit struct {
 	Record  Record
 	Score   float64 // 0..1, higher is better
 	Preview string
+	Why     Why
 }
 
-// column weights for key, description, body and tags: a word in a key or a
-// description says more about a record than one deep in its body.
-var weights = [4]float64{3, 2, 1, 2}
+// Why says why a record matched: which of the query's words it holds, and
+// in which fields.
+type Why struct {
+	Terms  []string // query words, as the query spelled them
+	Fields []string // key, description, body, tags
+}
 
-const (
-	bm25K1 = 1.2
-	bm25B  = 0.75
-	// scoreHalf is the raw BM25 score that maps to 0.5; scores approach 1
-	// as the raw score grows.
-	scoreHalf = 5.0
-)
-
-// Search ranks the effective records matching opts.Query with BM25 over key,
-// description, body and tags. The query is natural language: words are
-// lower-cased, stop-words dropped, stemmed by the index, and OR-ed, so a
-// record sharing any word matches and one sharing the most rare words ranks
-// first. Errors: CodeInvalidArgument for a query with no searchable word.
+// Search ranks the effective records matching opts.Query with BM25F over
+// key, description, body and tags. The query is natural language: words are
+// folded (case and diacritics), stop-words dropped, stemmed, CJK text cut
+// into pairs, and OR-ed, so a record sharing any word matches, one sharing
+// the most rare words ranks first, and one holding the query's words side
+// by side as a phrase ranks above one holding them apart. Only this
+// project's records and the shared scopes' are read or counted.
+// Errors: CodeInvalidArgument for a query with no searchable word.
 func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions) ([]Hit, error) {
-	terms := Terms(opts.Query)
+	terms, words := analyzeQuery(opts.Query)
 	if len(terms) == 0 {
 		return nil, Errorf(CodeInvalidArgument, "query", "has no searchable words")
 	}
@@ -65,198 +61,201 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if limit > 100 {
 		limit = 100
 	}
-	quoted := make([]string, len(terms))
-	for i, t := range terms {
-		quoted[i] = `"` + t + `"`
-	}
-	// The filters, checked on candidates after ranking.
-	where := effective
-	args := s.args(p)
-	if opts.Type != "" {
-		where += ` AND r.type = @type`
-		args = append(args, sql.Named("type", string(opts.Type)))
-	}
-	if len(opts.Types) > 0 {
-		in := make([]string, len(opts.Types))
-		for i, t := range opts.Types {
-			n := fmt.Sprintf("type%d", i)
-			in[i] = "@" + n
-			args = append(args, sql.Named(n, string(t)))
-		}
-		where += ` AND r.type IN (` + strings.Join(in, ", ") + `)`
-	}
-	if opts.Scope != nil {
-		where += ` AND r.scope = @scope`
-		args = append(args, sql.Named("scope", int(*opts.Scope)))
-	}
-	for i, t := range opts.Tags {
-		n := fmt.Sprintf("tag%d", i)
-		where += ` AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @` + n + `)`
-		args = append(args, sql.Named(n, t))
-	}
-	if !opts.Since.IsZero() {
-		where += ` AND r.updated_at >= @since`
-		args = append(args, sql.Named("since", opts.Since.UnixNano()))
-	}
-	// Every match is scored from the full-text index alone; the filters
-	// (the scope chain above all) are checked on the best-ranked ones, a
-	// batch at a time, until limit pass. Joining records to every match
-	// costs a row lookup and a shadow check per match, and most matches
-	// rank too low to be shown.
-	rows, err := s.db.QueryContext(ctx, `SELECT rowid, matchinfo(records_fts, 'pcnalx') FROM records_fts WHERE records_fts MATCH ?`, strings.Join(quoted, " OR "))
+	keys := visibleBuckets(p)
+	global := globalFrom(p)
+	buckets, err := s.search.catchUp(ctx, s.db, keys)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	type scored struct {
-		rowid int64
-		score float64
+	now := s.now().UnixNano()
+	since := int64(0)
+	if !opts.Since.IsZero() {
+		since = opts.Since.UnixNano()
 	}
-	var all []scored
-	for rows.Next() {
-		var rowid int64
-		var mi []byte
-		if err := rows.Scan(&rowid, &mi); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("search: %w", err)
+	accept := func(id int64) bool {
+		var m docMeta
+		var in *bucketIndex
+		for i, b := range buckets {
+			var found bool
+			if m, found = b.meta[id]; found {
+				if keys[i] == "" && scope.Level(m.scope) < global {
+					return false // another kind of caller's level in the global bucket
+				}
+				in = b
+				break
+			}
 		}
-		sc := normalize(bm25(mi))
-		if sc >= opts.MinScore {
-			all = append(all, scored{rowid, sc})
+		found := in != nil
+		if !found || !m.visible(now) {
+			return false
+		}
+		if opts.Type != "" && m.typ != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, m.typ) {
+			return false
+		}
+		if opts.Scope != nil && int(m.scope) != int(*opts.Scope) || m.updated < since {
+			return false
+		}
+		for _, t := range opts.Tags {
+			if !slices.Contains(in.tagSets[m.tags], t) {
+				return false
+			}
+		}
+		// The scope chain: a narrower visible record of the same name
+		// shadows this one.
+		for i, b := range buckets {
+			for _, other := range b.names[m.name] {
+				o := b.meta[other]
+				if keys[i] == "" && scope.Level(o.scope) < global {
+					continue
+				}
+				if o.scope < m.scope && o.typ == m.typ && o.key == m.key && o.visible(now) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	parts := make([]*index.Partition, len(buckets))
+	for i, b := range buckets {
+		parts[i] = b.part
+	}
+	s.search.mu.RLock()
+	phrase := index.Sequence(opts.Query)
+	if len(phrase) > 64 {
+		phrase = nil // a long text is not a phrase to look for; its words are
+	}
+	results := index.Search(parts, index.Query{Terms: terms, Phrase: phrase, K: limit, Accept: accept}, index.DefaultParams)
+	s.search.mu.RUnlock()
+	for i, r := range results {
+		if r.Score < opts.MinScore {
+			results = results[:i]
+			break
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if len(results) == 0 {
+		return []Hit{}, nil
+	}
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = strconv.FormatInt(r.ID, 10)
+	}
+	// The rows are read by rowid alone: the index was current when the
+	// search began and has judged visibility and the scope chain, and a
+	// record changed since is shown as it is now. One deleted since, or
+	// whose rowid now holds a record of another project or one expired,
+	// is left out.
+	pass, err := s.readHits(ctx, keys, global, ids)
+	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].score != all[j].score {
-			return all[i].score > all[j].score
+	hits := make([]Hit, 0, len(results))
+	for _, r := range results {
+		rec, ok := pass[r.ID]
+		if !ok {
+			continue
 		}
-		return all[i].rowid > all[j].rowid // newer first among equals
-	})
-	hits := make([]Hit, 0, limit)
-	batch := max(4*limit, 64)
-	for start := 0; start < len(all) && len(hits) < limit; start += batch {
-		chunk := all[start:min(start+batch, len(all))]
-		ids := make([]string, len(chunk))
-		for i, c := range chunk {
-			ids[i] = strconv.FormatInt(c.rowid, 10)
-		}
-		// The filters and the read are one statement: a row another
-		// process deleted since the match, or whose rowid SQLite gave to
-		// a new record of another project, is either read as it is now
-		// and passes, or not read at all.
-		pass, err := s.passing(ctx, `r.rowid IN (`+strings.Join(ids, ",")+`) AND `+where, args)
-		if err != nil {
-			return nil, fmt.Errorf("search: %w", err)
-		}
-		for _, c := range chunk {
-			r, ok := pass[c.rowid]
-			if !ok || len(hits) == limit {
-				continue
+		h := Hit{Record: rec, Score: r.Score, Preview: preview(rec, r.Terms, words)}
+		for _, t := range r.Terms {
+			if w := words[t]; !slices.Contains(h.Why.Terms, w) {
+				h.Why.Terms = append(h.Why.Terms, w)
 			}
-			h := Hit{Record: r, Score: c.score, Preview: preview(r, terms)}
-			if !opts.Bodies {
-				h.Record.Body = ""
-			}
-			hits = append(hits, h)
 		}
+		for _, f := range r.Fields {
+			h.Why.Fields = append(h.Why.Fields, f.String())
+		}
+		if !opts.Bodies {
+			h.Record.Body = ""
+		}
+		hits = append(hits, h)
 	}
 	return hits, nil
 }
 
-// passing returns the records that meet where, by rowid.
-func (s *Store) passing(ctx context.Context, where string, args []any) (map[int64]Record, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, `+cols+` FROM records r WHERE `+where, args...)
+// visibleBuckets are the partitions whose records p may see, narrowest
+// first: p's own, then those of its workspace and tenant where they have
+// their own, and the global one.
+func visibleBuckets(p scope.Identity) []string {
+	var keys []string
+	for l := scope.Project; l <= scope.System; l++ {
+		if k := Bucket(p, l); (k != "" || l == scope.System) && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// readHits reads the records of rowids that live in one of the buckets
+// keys, a record in the global bucket only from level global up.
+func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, rowids []string) (map[int64]Record, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE r.rowid IN (`+strings.Join(rowids, ",")+`)`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	now := s.now()
 	pass := map[int64]Record{}
 	for rows.Next() {
 		var id int64
-		r, err := scanRecord(withRowid{rows, &id})
+		var project string
+		r, err := scanRecord(withRowid{rows, &id, &project})
 		if err != nil {
 			return nil, err
+		}
+		if !slices.Contains(keys, project) || project == "" && r.Scope < global || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
+			continue
 		}
 		pass[id] = r
 	}
 	return pass, rows.Err()
 }
 
-// withRowid scans a row whose first column is the rowid, then a record.
+// withRowid scans a row whose first columns are the rowid and the
+// project, then a record.
 type withRowid struct {
-	rows  *sql.Rows
-	rowid *int64
+	rows    interface{ Scan(...any) error }
+	rowid   *int64
+	project *string
 }
 
 func (w withRowid) Scan(dest ...any) error {
-	return w.rows.Scan(append([]any{w.rowid}, dest...)...)
+	return w.rows.Scan(append([]any{w.rowid, w.project}, dest...)...)
 }
 
-// bm25 scores one row from FTS4's matchinfo 'pcnalx' blob.
-func bm25(mi []byte) float64 {
-	u := func(i int) float64 {
-		if 4*i+4 > len(mi) {
-			return 0
-		}
-		return float64(binary.NativeEndian.Uint32(mi[4*i:]))
-	}
-	p, c := int(u(0)), int(u(1))
-	n := u(2)
-	avg := 2 + 1 // 'a' starts after p, c, n
-	length := avg + c
-	x := length + c
-	var score float64
-	for i := 0; i < p; i++ {
-		for j := 0; j < c && j < len(weights); j++ {
-			base := x + 3*(i*c+j)
-			tf, df := u(base), u(base+2)
-			if tf == 0 {
-				continue
+// analyzeQuery returns the query's terms in order (at most 32 distinct)
+// and, for each term, the query word it came from.
+func analyzeQuery(q string) ([]string, map[string]string) {
+	var terms []string
+	words := map[string]string{}
+	for _, w := range strings.Fields(q) {
+		for _, t := range index.Analyze(w) {
+			if _, ok := words[t]; !ok {
+				if len(words) == 32 {
+					return terms, words
+				}
+				words[t] = strings.Trim(w, ".,;:!?()[]{}'\"`<>*")
 			}
-			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
-			a := u(avg + j)
-			if a == 0 {
-				a = 1
-			}
-			l := u(length + j)
-			score += weights[j] * idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*l/a))
+			terms = append(terms, t)
 		}
 	}
-	return score
+	return terms, words
 }
 
-func normalize(raw float64) float64 {
-	if raw <= 0 {
-		return 0
-	}
-	return math.Round(raw/(raw+scoreHalf)*1e4) / 1e4
-}
-
-// Terms splits a natural-language query into the lower-cased words worth
-// searching for: no stop-words, no duplicates, at most 32.
+// Terms splits a natural-language query into the distinct terms worth
+// searching for, folded, without stop-words, stemmed; at most 32.
 func Terms(q string) []string {
+	terms, _ := analyzeQuery(q)
 	var out []string
-	seen := map[string]bool{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}) {
-		if stopWords[w] || seen[w] {
-			continue
-		}
-		seen[w] = true
-		out = append(out, w)
-		if len(out) == 32 {
-			break
+	for _, t := range terms {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
 		}
 	}
 	return out
 }
 
 // preview is a one-line excerpt of about 160 characters around the first
-// query word found in the body, else the body's start.
-func preview(r Record, terms []string) string {
+// matched query word found in the body, else the body's start.
+func preview(r Record, terms []string, words map[string]string) string {
 	text := strings.Join(strings.Fields(r.Body), " ")
 	if text == "" {
 		text = r.Description
@@ -264,12 +263,13 @@ func preview(r Record, terms []string) string {
 	lower := strings.ToLower(text)
 	at := -1
 	for _, t := range terms {
-		stem := t
-		if len(stem) > 4 {
-			stem = stem[:len(stem)-2] // crude, but the index stems; near enough to place a window
-		}
-		if i := strings.Index(lower, stem); i >= 0 && (at < 0 || i < at) {
-			at = i
+		for _, probe := range []string{strings.ToLower(words[t]), t} {
+			if probe == "" {
+				continue
+			}
+			if i := strings.Index(lower, probe); i >= 0 && (at < 0 || i < at) {
+				at = i
+			}
 		}
 	}
 	const width = 160
@@ -294,17 +294,3 @@ func preview(r Record, terms []string) string {
 	}
 	return out
 }
-
-var stopWords = func() map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(`a about above after again against all am an and any are as at be because been
-	before being below between both but by can could did do does doing down during each few for from further had has
-	have having he her here hers herself him himself his how i if in into is it its itself just me more most my
-	myself no nor not now of off on once only or other our ours ourselves out over own same she should so some such
-	than that the their theirs them themselves then there these they this those through to too under until up very
-	was we were what when where which while who whom why will with would you your yours yourself yourselves
-	s t`) {
-		m[w] = true
-	}
-	return m
-}()

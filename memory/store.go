@@ -19,6 +19,8 @@ import (
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"prom.codes/memory-mcp/scope"
 )
 
 //go:embed migrations/*.sql
@@ -43,6 +45,8 @@ type Store struct {
 
 	countMu sync.Mutex
 	counts  map[countKey]count // see Count
+
+	search searchIndex // see Search
 }
 
 // Options adjust how a Store is opened.
@@ -85,7 +89,8 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	f.Close()
 
-	dsn := "file:" + path + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1"
+	// A URI: escape what would end or change its path (#, ?, %).
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1"
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -324,11 +329,15 @@ func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
 			return fmt.Errorf("purge: %w", err)
 		}
 		for _, r := range recs {
-			if err := s.remove(ctx, tx, p, r, true); err != nil {
+			if err := s.remove(ctx, tx, p, r, true); errors.Is(err, ErrConflict) {
+				// Its file was edited by hand since: keep both; a sync
+				// imports the edit, which brings the record back.
+				continue
+			} else if err != nil {
 				return fmt.Errorf("purge %s: %w", r.Key, err)
 			}
+			n++
 		}
-		n = len(recs)
 		return nil
 	})
 	return n, err
@@ -349,12 +358,9 @@ func fromNanos(n sql.NullInt64) *time.Time {
 	return &t
 }
 
-// bucket is the partition a record of level l lives in.
+// bucket is the partition a record of level l lives in (see Bucket).
 func bucket(p string, scopeLevel int) string {
-	if scopeLevel == 0 {
-		return p
-	}
-	return ""
+	return Bucket(scope.Identity(p), scope.Level(scopeLevel))
 }
 
 // joinKeys is for error messages listing several types.

@@ -22,16 +22,23 @@ import (
 type Project struct {
 	ID     scope.Identity
 	Mirror Mirror
+	// ReadOnly lists levels this caller may read but not write (a team
+	// server's system level, for all but admin tokens).
+	ReadOnly []scope.Level
 }
 
 // Mirror is the markdown mirror as the store sees it. The store calls it
 // inside the write transaction, so a file is written only for a change that
 // is then committed, and a failed file write changes nothing.
 type Mirror interface {
-	// Write writes rec's file atomically and reports what is on disk.
-	Write(rec Record) (FileState, error)
-	// Remove deletes key's file; a missing file is not an error.
-	Remove(key string) error
+	// Write writes rec's file atomically and reports what is on disk. last
+	// is what was last imported or written there (nil: nothing); a file
+	// that no longer matches it is a human's edit, never overwritten:
+	// Write returns a CodeConflict *Error instead.
+	Write(rec Record, last *FileState) (FileState, error)
+	// Remove deletes key's file; a missing file is not an error. A file
+	// that does not match last is left alone with a CodeConflict *Error.
+	Remove(key string, last *FileState) error
 }
 
 // FileState is what the mirror last saw of one file.
@@ -41,6 +48,10 @@ type FileState struct {
 	MTime int64 // Unix nanoseconds
 	Hash  string
 	ID    string // the record it holds
+	CTime int64  // Unix nanoseconds; 0 where the platform has none
+	// FileID is the id line the file carries when it is not ID: a second
+	// checkout's copy of a record has an id of its own.
+	FileID string
 }
 
 // Write is what a writer supplies for one record. Zero optional fields take
@@ -294,7 +305,29 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 
 // put is the one write path: every writer ends here. id, when set, is the id
 // a new record takes (the markdown mirror keeps ids stable across stores).
+// A put that fails changes nothing, even in a transaction that goes on (a
+// capture refuses one item and stores the rest): its markdown file may
+// refuse it after the row was written.
 func (s *Store) put(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
+	if err := p.writable(w.Scope); err != nil {
+		return Record{}, false, err
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT put`); err != nil {
+		return Record{}, false, err
+	}
+	rec, created, err := s.putOnce(ctx, tx, p, w, id)
+	if err != nil {
+		if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO put`); rerr != nil {
+			return Record{}, false, errors.Join(err, rerr)
+		}
+	}
+	if _, rerr := tx.ExecContext(ctx, `RELEASE put`); rerr != nil && err == nil {
+		return Record{}, false, rerr
+	}
+	return rec, created, err
+}
+
+func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
 	now := s.now().UTC()
 	b := bucket(string(p.ID), int(w.Scope))
 	old, err := getOne(ctx, tx, `WHERE project = ? AND scope = ? AND type = ? AND key = ?`, b, int(w.Scope), string(w.Type), w.Key)
@@ -406,28 +439,19 @@ func (s *Store) writeFile(ctx context.Context, tx *sql.Tx, p Project, rec Record
 	if p.Mirror == nil || !rec.Mirrored() {
 		return nil
 	}
-	if !force {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mirror_files WHERE project = ? AND stem = ?`, string(p.ID), rec.Key).Scan(&n); err != nil {
-			return err
-		}
-		if n > 0 {
-			return nil
-		}
-	}
-	st, err := p.Mirror.Write(rec)
+	last, err := fileState(ctx, tx, p.ID, rec.Key)
 	if err != nil {
-		return Errorf(CodeInternal, "", "write markdown for %s: %v", rec.Key, err)
+		return err
+	}
+	if !force && last != nil {
+		return nil
+	}
+	st, err := p.Mirror.Write(rec, last)
+	if err != nil {
+		return mirrorError("write", rec.Key, err)
 	}
 	st.ID = rec.ID
 	return setFileState(ctx, tx, p.ID, st)
-}
-
-func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO mirror_files (project, stem, size, mtime, hash, record_id) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (project, stem) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, hash = excluded.hash, record_id = excluded.record_id`,
-		string(p), st.Stem, st.Size, st.MTime, st.Hash, st.ID)
-	return err
 }
 
 func sameContent(a, b Record) bool {
@@ -517,12 +541,26 @@ func (s *Store) Delete(ctx context.Context, p Project, sel Selector) (Record, er
 		if err != nil {
 			return err
 		}
+		if err := p.writable(rec.Scope); err != nil {
+			return err
+		}
 		return s.remove(ctx, tx, p, rec, true)
 	})
 	return rec, err
 }
 
 func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, removeFile bool) error {
+	// The file first: one edited by hand since it was last written keeps
+	// its record too.
+	if removeFile && p.Mirror != nil && rec.Mirrored() {
+		last, err := fileState(ctx, tx, p.ID, rec.Key)
+		if err != nil {
+			return err
+		}
+		if err := p.Mirror.Remove(rec.Key, last); err != nil {
+			return mirrorError("remove", rec.Key, err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = (SELECT rowid FROM records WHERE id = ?)`, rec.ID); err != nil {
 		return err
 	}
@@ -534,11 +572,6 @@ func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, r
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p.ID), rec.Key); err != nil {
 		return err
-	}
-	if removeFile && p.Mirror != nil {
-		if err := p.Mirror.Remove(rec.Key); err != nil {
-			return Errorf(CodeInternal, "", "remove markdown for %s: %v", rec.Key, err)
-		}
 	}
 	return nil
 }

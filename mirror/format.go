@@ -29,8 +29,10 @@ const (
 	maxFrontMatterBytes = 64 << 10
 )
 
-// derivedDescriptionLen caps a description taken from a heading or a first
-// line, which can be a whole paragraph long.
+// derivedDescriptionLen caps, in bytes, a description taken from a heading
+// or a first line, which can be a whole paragraph long. Bytes, not
+// characters: the store's own limit is in bytes, and 200 CJK characters
+// are 600 of them.
 const derivedDescriptionLen = 200
 
 // describeScan is how much of a body is searched for its title.
@@ -470,7 +472,7 @@ func safeQuote(s string) string {
 var md = goldmark.New().Parser()
 
 // describe returns the plain text of body's first heading, else of its first
-// line, clipped to derivedDescriptionLen characters.
+// line, clipped to derivedDescriptionLen bytes.
 func describe(body []byte) string {
 	if len(body) > describeScan {
 		// goldmark is quadratic on some inputs (deeply nested quotes or
@@ -548,16 +550,20 @@ func inlineText(n ast.Node, src []byte, firstLine bool) string {
 	return strings.Join(strings.Fields(b.String()), " ")
 }
 
-// clipWords shortens s to at most n characters, at a word boundary when
-// there is one, marking the cut with an ellipsis.
+// clipWords shortens s to at most n bytes, ellipsis included, cutting on
+// a rune boundary, and at a word boundary when there is one in the second
+// half.
 func clipWords(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
+	if len(s) <= n {
 		return s
 	}
-	r := []rune(s)[:n-1]
-	cut := string(r)
-	if i := strings.LastIndexByte(cut, ' '); i > n/2 {
+	const ellipsis = "…"
+	cut := s[:n-len(ellipsis)]
+	for len(cut) > 0 && !utf8.RuneStart(s[len(cut)]) {
+		cut = cut[:len(cut)-1]
+	}
+	if i := strings.LastIndexByte(cut, ' '); i > len(cut)/2 {
 		cut = cut[:i]
 	}
-	return cut + "…"
+	return cut + ellipsis
 }

@@ -88,12 +88,21 @@ type Dir struct {
 }
 
 // problemSeen remembers a file Sync could not accept. Decode failures
-// depend only on the bytes, so while size and mtime stay the same the file
-// is not read again.
+// depend only on the bytes, so while size, mtime and change time stay the
+// same the file is not read again.
 type problemSeen struct {
-	size, mtime int64
-	reason      string
-	decode      bool // the reason came from Decode (or the stat), not the store
+	stamp
+	reason string
+	decode bool // the reason came from Decode (or the stat), not the store
+}
+
+// stamp is what a stat says of a file's content without reading it. The
+// change time catches what size and mtime miss: an edit that put them
+// back (cp -p, rsync -a, tar).
+type stamp struct{ size, mtime, ctime int64 }
+
+func stampOf(fi fs.FileInfo) stamp {
+	return stamp{fi.Size(), fi.ModTime().UnixNano(), ctime(fi)}
 }
 
 // Open prepares root/.prometheus/memories, root being the absolute
@@ -244,19 +253,38 @@ func (d *Dir) openRoot(create bool) (*os.Root, error) {
 	return r, nil
 }
 
-// Write writes rec's file atomically (a temporary file in the same
-// directory, synced, then renamed over the old one) and returns what is on
-// disk. A file that already holds exactly these bytes is left alone, mtime
-// included. It creates the directory if needed. It returns an error for a
-// key that is not a normalised key, for an unsafe directory (see Open), for
-// an existing file that is not a regular file (a symlink is never written
-// through or replaced), and for any I/O failure.
-func (d *Dir) Write(rec memory.Record) (memory.FileState, error) {
+// Write writes rec's file atomically (a temporary file in the directory's
+// .tmp, which git ignores, then renamed over the old one) and returns what
+// is on disk. last is what the store last imported from or wrote to the
+// file (nil: nothing). A file that already holds exactly these bytes is
+// left alone, mtime included. A file that holds anything other than last
+// was edited by hand since, and Sync could not import it: it is never
+// overwritten, and Write returns a memory.CodeConflict *Error naming it
+// and saying how to fix it; so does a file last recorded but now gone
+// (removed by hand: writing it again would undo that). The id line of
+// last's file is kept (see
+// memory.FileState.FileID). It creates the directory if needed. It returns
+// an error for a key that is not a normalised key, for an unsafe directory
+// (see Open), for an existing file that is not a regular file (a symlink is
+// never written through or replaced), and for any I/O failure.
+func (d *Dir) Write(rec memory.Record, last *memory.FileState) (memory.FileState, error) {
 	name, err := fileName(rec.Key)
 	if err != nil {
 		return memory.FileState{}, err
 	}
+	recID := rec.ID
+	if last != nil && last.FileID != "" {
+		rec.ID = last.FileID
+	}
 	data := Encode(rec)
+	st := func(fi fs.FileInfo) memory.FileState {
+		s := state(rec.Key, fi, data)
+		s.ID = recID
+		if rec.ID != recID {
+			s.FileID = rec.ID
+		}
+		return s
+	}
 	r, err := d.openRoot(true)
 	if err != nil {
 		return memory.FileState{}, err
@@ -269,13 +297,22 @@ func (d *Dir) Write(rec memory.Record) (memory.FileState, error) {
 			return memory.FileState{}, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
 		}
 		perm, keepPerm = fi.Mode().Perm(), true
-		if fi.Size() == int64(len(data)) {
-			if cur, err := readRegular(r, name, fi); err == nil && bytes.Equal(cur, data) {
-				return state(rec.Key, fi, data), nil
-			}
+		cur, err := readRegular(r, name, fi)
+		if err != nil {
+			return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		}
+		if bytes.Equal(cur, data) {
+			return st(fi), nil
+		}
+		if last == nil || hash(cur) != last.Hash {
+			return memory.FileState{}, d.edited("write", rec.Key, cur)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	} else if last != nil {
+		// Removed (or renamed) since the last sync: writing it again
+		// would undo that.
+		return memory.FileState{}, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name))
 	}
 
 	tmp, err := writeTemp(r, name, data, perm, keepPerm)
@@ -290,7 +327,33 @@ func (d *Dir) Write(rec memory.Record) (memory.FileState, error) {
 	if err != nil {
 		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
-	return state(rec.Key, fi, data), nil
+	return st(fi), nil
+}
+
+// edited is the error for a file that differs from what the store last
+// imported or wrote, which the tool was about to overwrite or remove (op).
+// Sync imports such a file before every tool call, so it is one Sync
+// refused (or one changed a moment ago); the reason comes from Decode, and
+// never quotes the file.
+func (d *Dir) edited(op, key string, cur []byte) error {
+	path := relFile(key + ".md")
+	reason := "it changed since the last sync; retry, and the change is imported first"
+	if _, err := Decode(key, cur); err != nil {
+		reason = "it cannot be imported: " + err.Error()
+	} else {
+		d.mu.Lock()
+		ps, ok := d.problems[key]
+		d.mu.Unlock()
+		if ok {
+			reason = "it cannot be imported: " + ps.reason
+		}
+	}
+	verb := "overwrite"
+	if op == "remove" {
+		verb = "delete"
+	}
+	return memory.Errorf(memory.CodeConflict, "", "%s was edited by hand and %s; it was left as it is. The server will not %s a change it has not imported: fix the file so that it imports (or move it out of %s), then retry",
+		path, reason, verb, relDir)
 }
 
 // tempPrefix and tempSuffix frame the names of Write's temporary files: a
@@ -300,13 +363,62 @@ const (
 	tempSuffix = ".tmp"
 )
 
-// writeTemp writes data to a new temporary file beside name and returns
-// its name. A new file gets perm less the umask; with keepPerm it gets
-// exactly perm, the mode of the file it replaces.
-func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, error) {
+// tempSub is the directory, inside the memories directory, that Write's
+// temporary files live in. Its .gitignore ignores everything in it, itself
+// included, so a temporary file that a killed process leaves behind is
+// never committed; Sync sweeps stale ones.
+const (
+	tempSub       = ".tmp"
+	tempGitignore = "# Temporary files of memory-mcp's atomic writes.\n*\n"
+)
+
+// tempDir makes sure the temporary directory and its .gitignore exist and
+// returns its path.
+func (d *Dir) tempDir() (string, error) {
+	r, err := d.openRoot(true)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	if err := makeTempSub(r); err != nil {
+		return "", err
+	}
+	return filepath.Join(d.path, tempSub), nil
+}
+
+func makeTempSub(r *os.Root) error {
+	if err := r.Mkdir(tempSub, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	ignore := tempSub + "/.gitignore"
+	if fi, err := r.Lstat(ignore); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(tempGitignore)) {
+		return nil
+	}
+	// Written whole then renamed, so that no process sees it half-written.
 	var rnd [6]byte
 	rand.Read(rnd[:])
-	tmp := tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + tempSuffix
+	tmp := tempSub + "/.gitignore." + hex.EncodeToString(rnd[:])
+	if err := r.WriteFile(tmp, []byte(tempGitignore), 0o644); err != nil {
+		return err
+	}
+	if err := r.Rename(tmp, ignore); err != nil {
+		r.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file for name in the temporary
+// directory and returns its path in r. A new file gets perm less the
+// umask; with keepPerm it gets exactly perm, the mode of the file it
+// replaces.
+func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, error) {
+	if err := makeTempSub(r); err != nil {
+		return "", err
+	}
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := tempSub + "/" + tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + tempSuffix
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return "", err
@@ -331,7 +443,7 @@ func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm 
 }
 
 func state(stem string, fi fs.FileInfo, data []byte) memory.FileState {
-	return memory.FileState{Stem: stem, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), Hash: hash(data)}
+	return memory.FileState{Stem: stem, Size: fi.Size(), MTime: fi.ModTime().UnixNano(), CTime: ctime(fi), Hash: hash(data)}
 }
 
 func hash(data []byte) string {
@@ -368,9 +480,11 @@ func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
 
 // Remove deletes key's file. A missing file (or directory) is not an error.
 // A symlink or other non-regular file in its place is left alone, with a
-// warning in the log: it was never the record's file. It returns an error
-// for a bad key, an unsafe directory or an I/O failure.
-func (d *Dir) Remove(key string) error {
+// warning in the log: it was never the record's file. A file that differs
+// from last, what the store last imported or wrote (nil: nothing), was
+// edited by hand and is left alone too, with a memory.CodeConflict *Error.
+// It returns an error for a bad key, an unsafe directory or an I/O failure.
+func (d *Dir) Remove(key string, last *memory.FileState) error {
 	name, err := fileName(key)
 	if err != nil {
 		return err
@@ -393,6 +507,13 @@ func (d *Dir) Remove(key string) error {
 	if !fi.Mode().IsRegular() {
 		d.logger().Warn("memory file is not a regular file; left in place", "path", relFile(name), "type", fi.Mode().Type().String())
 		return nil
+	}
+	cur, err := readRegular(r, name, fi)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", relFile(name), err)
+	}
+	if last == nil || hash(cur) != last.Hash {
+		return d.edited("remove", key, cur)
 	}
 	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", relFile(name), err)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"regexp"
 	"runtime"
 	"slices"
@@ -218,7 +219,7 @@ func (d *Dir) asRecorded(r *os.Root, stem string) bool {
 		return false
 	}
 	size, mtime := fi.Size(), fi.ModTime().UnixNano()
-	if _, ok := d.knownProblem(stem, size, mtime); ok {
+	if _, ok := d.knownProblem(stem, stampOf(fi)); ok {
 		return true
 	}
 	if !known || old.Size != size || old.MTime != mtime {
@@ -251,8 +252,9 @@ type syncer struct {
 }
 
 type candidate struct {
-	rec memory.Record
-	fs  memory.FileState
+	rec  memory.Record
+	fs   memory.FileState
+	prev *memory.FileState // the recorded state when the file was read
 }
 
 func (s *syncer) run() error {
@@ -357,6 +359,10 @@ func (s *syncer) scan(r *os.Root, entries []fs.DirEntry) error {
 			return err
 		}
 		name := e.Name()
+		if name == tempSub {
+			s.sweepTempSub(r)
+			continue
+		}
 		if strings.HasPrefix(name, ".") {
 			s.sweepTemp(r, name)
 			continue
@@ -388,20 +394,21 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		if fi.Mode()&fs.ModeSymlink == 0 {
 			what = "not a regular file"
 		}
-		s.problem(name, stem, size, mtime, true, fmt.Sprintf("is %s; memories must be regular files (it was not followed)", what))
+		s.problem(name, stem, stampOf(fi), true, fmt.Sprintf("is %s; memories must be regular files (it was not followed)", what))
 		return nil
 	}
 	old, known := s.state[stem]
-	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && (age > racyWindow || age < -racyWindow) && !s.d.mustRead[stem] {
+	ct := ctime(fi)
+	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && old.CTime == ct && (age > racyWindow || age < -racyWindow) && !s.d.mustRead[stem] {
 		s.d.clearProblem(stem)
 		return nil
 	}
-	if ps, ok := s.d.knownProblem(stem, size, mtime); ok {
+	if ps, ok := s.d.knownProblem(stem, stampOf(fi)); ok {
 		s.rep.Problems = append(s.rep.Problems, Problem{Path: relFile(name), Reason: ps.reason})
 		return nil
 	}
 	if size > maxFileBytes {
-		s.problem(name, stem, size, mtime, true, fmt.Sprintf("file is %d bytes; the limit is %d (256 KiB)", size, maxFileBytes))
+		s.problem(name, stem, stampOf(fi), true, fmt.Sprintf("file is %d bytes; the limit is %d (256 KiB)", size, maxFileBytes))
 		return nil
 	}
 	data, err := readRegular(r, name, fi)
@@ -422,27 +429,33 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		return nil
 	}
 	if err != nil {
-		s.problem(name, stem, size, mtime, false, fmt.Sprintf("read: %v", err))
+		s.problem(name, stem, stampOf(fi), false, fmt.Sprintf("read: %v", err))
 		return nil
 	}
-	fs := memory.FileState{Stem: stem, Size: size, MTime: mtime, Hash: hash(data)}
+	fs := memory.FileState{Stem: stem, Size: size, MTime: mtime, CTime: ct, Hash: hash(data)}
 	if known && old.Hash == fs.Hash {
 		s.d.clearProblem(stem)
-		if old.Size == size && old.MTime == mtime {
+		if old.Size == size && old.MTime == mtime && old.CTime == ct {
 			return nil
 		}
-		fs.ID = old.ID
-		if err := s.st.Touched(s.ctx, s.p, fs); err != nil {
+		fs.ID, fs.FileID = old.ID, old.FileID
+		if err := s.st.Touched(s.ctx, s.p, fs, &old); errors.Is(err, memory.ErrStale) {
+			s.retry = true
+		} else if err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(name), err)
 		}
 		return nil
 	}
 	rec, err := Decode(stem, data)
 	if err != nil {
-		s.problem(name, stem, size, mtime, true, err.Error())
+		s.problem(name, stem, stampOf(fi), true, err.Error())
 		return nil
 	}
-	s.cands = append(s.cands, candidate{rec: rec, fs: fs})
+	var prev *memory.FileState
+	if known {
+		prev = &old
+	}
+	s.cands = append(s.cands, candidate{rec: rec, fs: fs, prev: prev})
 	return nil
 }
 
@@ -468,6 +481,9 @@ func (s *syncer) dedupe() {
 	for stem, fs := range s.state {
 		if s.present[stem] && !importing[stem] && fs.ID != "" {
 			held[fs.ID] = true
+			if fs.FileID != "" {
+				held[fs.FileID] = true // the id line it carries (a second checkout)
+			}
 		}
 	}
 	lastStem := s.lastStems()
@@ -492,12 +508,16 @@ func (s *syncer) dedupe() {
 	}
 }
 
-// lastStems maps record ids to the stem of the file that last held them.
+// lastStems maps record ids, and the id lines files carry for them, to the
+// stem of the file that last held them.
 func (s *syncer) lastStems() map[string]string {
 	m := make(map[string]string, len(s.state))
 	for stem, fs := range s.state {
 		if fs.ID != "" {
 			m[fs.ID] = stem
+		}
+		if fs.FileID != "" {
+			m[fs.FileID] = stem
 		}
 	}
 	return m
@@ -521,6 +541,7 @@ func (s *syncer) imports() error {
 		}
 		return 0
 	})
+	movedFrom := map[string]bool{} // stems whose state a renamed record took away
 	for _, c := range s.cands {
 		stem := c.fs.Stem
 		name := stem + ".md"
@@ -528,26 +549,43 @@ func (s *syncer) imports() error {
 		// moved over this one, and the record this stem held goes with the
 		// file it had. Forgetting it first lets the moved record take the key
 		// even when the two are of different types.
-		if held := s.state[stem].ID; c.rec.ID != "" && held != "" && held != c.rec.ID && lastStem[c.rec.ID] != "" {
-			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem); err != nil {
+		if held := s.state[stem]; c.rec.ID != "" && held.ID != "" && held.ID != c.rec.ID && held.FileID != c.rec.ID && lastStem[c.rec.ID] != "" {
+			prev := s.state[stem]
+			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem, &prev); errors.Is(err, memory.ErrStale) {
+				s.retry = true
+				continue // the file at this stem was written meanwhile
+			} else if err != nil {
 				return fmt.Errorf("sync %s: %w", relFile(name), err)
 			} else if ok {
 				s.rep.Deleted = append(s.rep.Deleted, rec.Key)
 			}
+			c.prev = nil // Forget dropped the stem's state
 		}
-		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs)
+		if movedFrom[stem] {
+			c.prev = nil // a record renamed away from it took its state
+		}
+		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs, c.prev)
 		if err != nil {
 			if cerr := s.ctx.Err(); cerr != nil {
 				return cerr
+			}
+			if errors.Is(err, memory.ErrStale) {
+				// Another writer wrote the file after it was read: what
+				// was read is not the file any more. The next sync reads it.
+				s.retry = true
+				continue
 			}
 			// Validation failures depend on the file alone; a conflict
 			// depends on other records and may clear without the file
 			// changing, so it is retried on every sync.
 			fixed := errors.Is(err, memory.ErrInvalidArgument) || errors.Is(err, memory.ErrTooLarge) || errors.Is(err, memory.ErrSecretRejected)
-			s.problem(name, stem, c.fs.Size, c.fs.MTime, fixed, err.Error())
+			s.problem(name, stem, stamp{c.fs.Size, c.fs.MTime, c.fs.CTime}, fixed, err.Error())
 			continue
 		}
 		s.d.clearProblem(stem)
+		if prev := lastStem[out.ID]; prev != "" && prev != stem {
+			movedFrom[prev] = true
+		}
 		if prev := lastStem[out.ID]; prev != "" && prev != stem && !s.present[prev] {
 			s.rep.Renamed = append(s.rep.Renamed, out.Key)
 			s.d.logger().Info("memory file renamed", "path", relFile(name), "from", relFile(prev+".md"), "key", out.Key)
@@ -573,7 +611,12 @@ func (s *syncer) forgets(r *os.Root) error {
 		if s.reappeared(r, stem) {
 			continue
 		}
-		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem)
+		prev := s.state[stem]
+		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem, &prev)
+		if errors.Is(err, memory.ErrStale) {
+			s.retry = true // written again since the listing: the next sync reads it
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(stem+".md"), err)
 		}
@@ -634,7 +677,7 @@ func (s *syncer) export() error {
 				return cerr
 			}
 			name := rec.Key + ".md"
-			s.problem(name, rec.Key, -1, -1, false, "record has no file and could not be written to one: "+err.Error())
+			s.problem(name, rec.Key, stamp{-1, -1, -1}, false, "record has no file and could not be written to one: "+err.Error())
 			continue
 		}
 		s.d.logger().Info("memory file written for a record that had none", "path", relFile(rec.Key+".md"), "key", rec.Key)
@@ -646,13 +689,13 @@ func (s *syncer) export() error {
 // problem reports a file Sync refuses and logs it the first time it is
 // seen with this reason. decode marks reasons that depend only on the
 // file's bytes, so the file need not be read again while unchanged.
-func (s *syncer) problem(name, stem string, size, mtime int64, decode bool, reason string) {
+func (s *syncer) problem(name, stem string, at stamp, decode bool, reason string) {
 	s.rep.Problems = append(s.rep.Problems, Problem{Path: relFile(name), Reason: reason})
 	s.retry = s.retry || !decode
 	d := s.d
 	d.mu.Lock()
 	old, seen := d.problems[stem]
-	d.problems[stem] = problemSeen{size: size, mtime: mtime, reason: reason, decode: decode}
+	d.problems[stem] = problemSeen{stamp: at, reason: reason, decode: decode}
 	log := d.log
 	d.mu.Unlock()
 	if !seen || old.reason != reason {
@@ -660,9 +703,10 @@ func (s *syncer) problem(name, stem string, size, mtime int64, decode bool, reas
 	}
 }
 
-// sweepTemp deletes a temporary file Write left behind in a crash.
+// sweepTemp deletes a temporary file Write left behind in a crash (in the
+// memories directory itself, where older versions wrote them).
 func (s *syncer) sweepTemp(r *os.Root, name string) {
-	if !tempName.MatchString(name) {
+	if !tempName.MatchString(path.Base(name)) {
 		return
 	}
 	if fi, err := r.Lstat(name); err == nil && fi.Mode().IsRegular() && s.now.Sub(fi.ModTime()) > staleTemp {
@@ -670,11 +714,29 @@ func (s *syncer) sweepTemp(r *os.Root, name string) {
 	}
 }
 
-func (d *Dir) knownProblem(stem string, size, mtime int64) (problemSeen, bool) {
+// sweepTempSub sweeps the temporary directory. Its files are ignored by
+// git; only stale ones are deleted, since a fresh one may be another
+// process's write in progress.
+func (s *syncer) sweepTempSub(r *os.Root) {
+	if !s.d.exportDue(s.now) {
+		return // as seldom as the export check: once per start, then a minute
+	}
+	dir, err := r.Open(tempSub)
+	if err != nil {
+		return
+	}
+	names, _ := dir.Readdirnames(-1)
+	dir.Close()
+	for _, name := range names {
+		s.sweepTemp(r, tempSub+"/"+name)
+	}
+}
+
+func (d *Dir) knownProblem(stem string, at stamp) (problemSeen, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ps, ok := d.problems[stem]
-	return ps, ok && ps.decode && ps.size == size && ps.mtime == mtime
+	return ps, ok && ps.decode && ps.stamp == at
 }
 
 func (d *Dir) clearProblem(stem string) {

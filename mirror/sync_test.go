@@ -32,7 +32,20 @@ func (w *ws) ls() []string {
 	}
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		if e.Name() != tempSub {
+			names = append(names, e.Name())
+			continue
+		}
+		// The temporary directory counts only for what a write left in it.
+		tmp, err := os.ReadDir(filepath.Join(w.dir.Path(), tempSub))
+		if err != nil {
+			w.tb.Fatal(err)
+		}
+		for _, t := range tmp {
+			if t.Name() != ".gitignore" {
+				names = append(names, tempSub+"/"+t.Name())
+			}
+		}
 	}
 	return names
 }
@@ -260,7 +273,7 @@ func TestWriteLeavesUnchangedFilesAlone(t *testing.T) {
 
 	// The same write through the store, and straight through the Dir.
 	w.put(memory.Semantic, "fact", "A fact", "Body.", "a")
-	st, err := w.dir.Write(rec)
+	st, err := w.dir.Write(rec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,10 +301,10 @@ func TestWriteLeavesUnchangedFilesAlone(t *testing.T) {
 func TestWriteRefusesBadKeys(t *testing.T) {
 	w := newWS(t)
 	for _, key := range []string{"../escape", "a/b", `a\b`, "Upper", "", ".", "..", "-x", "a..b", "/etc/passwd"} {
-		if _, err := w.dir.Write(memory.Record{Type: memory.Semantic, Key: key, Body: "x"}); err == nil {
+		if _, err := w.dir.Write(memory.Record{Type: memory.Semantic, Key: key, Body: "x"}, nil); err == nil {
 			t.Errorf("Write(%q) accepted", key)
 		}
-		if err := w.dir.Remove(key); err == nil {
+		if err := w.dir.Remove(key, nil); err == nil {
 			t.Errorf("Remove(%q) accepted", key)
 		}
 	}
@@ -302,12 +315,12 @@ func TestWriteRefusesBadKeys(t *testing.T) {
 
 func TestRemove(t *testing.T) {
 	w := newWS(t)
-	if err := w.dir.Remove("missing"); err != nil {
+	if err := w.dir.Remove("missing", nil); err != nil {
 		t.Errorf("Remove with no directory: %v", err)
 	}
 	w.put(memory.Semantic, "fact", "", "Body.")
 	w.put(memory.Procedural, "how", "", "Steps.")
-	if err := w.dir.Remove("missing"); err != nil {
+	if err := w.dir.Remove("missing", nil); err != nil {
 		t.Errorf("Remove of a missing file: %v", err)
 	}
 	lvl := scope.Project

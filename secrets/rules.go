@@ -34,6 +34,19 @@ type rule struct {
 	// check vets a match the pattern alone cannot judge; m holds absolute
 	// submatch offsets into s.
 	check func(s string, m []int) bool
+	// generic marks a rule that judges by a field's name and the value's
+	// entropy; a specific rule matching inside its value takes precedence.
+	generic bool
+	// bounded cuts the text the pattern sees at the end of the first value
+	// after the keyword (see assignEnd), so that text packed with the
+	// keyword costs each hit a few bytes, not the whole span.
+	bounded bool
+	// minValue is the shortest value the pattern accepts, checked against
+	// assignEnd's cheap estimate before the pattern runs. Zero still wants
+	// a separator after the name.
+	minValue int
+	// pre, if set, is a cheap necessary condition on that estimate.
+	pre func(v string) bool
 }
 
 const defaultSpan = 512
@@ -59,6 +72,13 @@ func assign(id, desc, pattern string, check func(string, []int) bool, keywords .
 		check: check,
 	}
 }
+
+// prechecked sets pre.
+func (r rule) prechecked(pre func(string) bool) rule { r.pre = pre; return r }
+
+// valued marks a field-anchored rule whose value is the first one after
+// the keyword, so the pattern may be cut where assignEnd says.
+func (r rule) valued(minValue int) rule { r.bounded, r.minValue = true, minValue; return r }
 
 // mixed additionally requires the body to hold letters and digits. It is for
 // loose shapes (short prefix, open length) whose random bodies always mix
@@ -103,6 +123,29 @@ var rules = []rule{
 	tok("pinecone-api-key", "Pinecone API key", `pcsk_([A-Za-z0-9_-]{30,})`, "pcsk_").mixed(),
 	tok("runpod-api-key", "RunPod API key", `rpa?_([A-Za-z0-9]{32,})`, "rpa_", "rp_").mixed(),
 	tok("vercel-token", "Vercel access token", `vc[pikar]_([A-Za-z0-9]{24,})`, "vcp_", "vci_", "vck_", "vca_", "vcr_").mixed(),
+	assign("vercel-token", "Vercel access token",
+		`(?:(?i:vercel[_-]?(?:api[_-]?|access[_-]?|auth[_-]?)?token)`+q+`\]?`+sepPattern+q+`|(?i:--token)(?:=|[ \t]+)`+q+`)([A-Za-z0-9]{24,})`,
+		randomValue, "vercel", "--token").spanning(128).valued(24),
+	assign("runpod-api-key", "RunPod API key",
+		`(?i:runpod[_-]?(?:api[_-]?)?key)`+q+`\]?`+sepPattern+q+`((?:rpa_)?[A-Za-z0-9]{32,})`,
+		randomValue, "runpod").spanning(160).valued(32),
+	tok("perplexity-api-key", "Perplexity API key", `pplx-([A-Za-z0-9]{40,})`, "pplx-").mixed(),
+	tok("linear-api-key", "Linear API key", `lin_api_([A-Za-z0-9]{32,})`, "lin_api_").mixed(),
+	tok("databricks-api-token", "Databricks personal access token", `dapi([a-f0-9]{32})(?:-\d)?`, "dapi").mixed(),
+	tok("digitalocean-token", "DigitalOcean token", `do[opr]_v1_([a-f0-9]{64})`, "dop_v1_", "doo_v1_", "dor_v1_").mixed(),
+	tok("pypi-upload-token", "PyPI upload token", `pypi-(AgE[A-Za-z0-9_-]{50,})`, "pypi-AgE"),
+	tok("vault-token", "HashiCorp Vault token", `hv[sb]\.([A-Za-z0-9_-]{24,})`, "hvs.", "hvb.").mixed(),
+	tok("shopify-token", "Shopify access token or shared secret", `shp(?:at|ss|ca|pa)_([a-fA-F0-9]{32})`, "shpat_", "shpss_", "shpca_", "shppa_").mixed(),
+	tok("google-oauth-client-secret", "Google OAuth client secret", `GOCSPX-([A-Za-z0-9_-]{28})`, "GOCSPX-"),
+	tok("age-secret-key", "age secret key", `AGE-SECRET-KEY-1([QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})`, "AGE-SECRET-KEY-1"),
+	// A Discord bot token starts with the bot's numeric id in base64, so its
+	// first two bytes are one of a few pairs.
+	tok("discord-bot-token", "Discord bot token", `[MNO][A-Za-z0-9_-]{23,27}\.([A-Za-z0-9_-]{6})\.([A-Za-z0-9_-]{27,38})`,
+		"MD", "MT", "Mj", "Mz", "ND", "NT", "Nj", "Nz", "OD", "OT").with(isDiscord),
+	{
+		id: "telegram-bot-token", desc: "Telegram bot token", keywords: []string{":AA"},
+		span: 64, re: regexp.MustCompile(`^:AA([A-Za-z0-9_-]{33})`), check: isTelegram,
+	},
 
 	tok("github-pat", "GitHub personal access token", `ghp_([A-Za-z0-9]{36})`, "ghp_"),
 	tok("github-oauth", "GitHub OAuth access token", `gho_([A-Za-z0-9]{36})`, "gho_"),
@@ -136,7 +179,8 @@ var rules = []rule{
 	tok("npm-access-token", "npm access token", `npm_([A-Za-z0-9]{36})`, "npm_"),
 	tok("sendgrid-api-token", "SendGrid API key", `SG\.([A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})`, "SG."),
 	tok("twilio-api-key", "Twilio API key", `SK([0-9a-f]{32})`, "SK").mixed(),
-	tok("aws-access-key-id", "AWS access key ID", `(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`, "A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
+	tok("twilio-account-credentials", "Twilio account SID with its auth token", `AC([0-9a-f]{32})`, "AC").with(isTwilioPair),
+	tok("aws-access-key-id", "AWS access key ID", `(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`, "A3T", "AKIA", "ASIA", "ABIA", "ACCA").with(isAWSKeyID),
 
 	// The service-role JWT first: it is a JWT too, only worse, as it
 	// bypasses Supabase row-level security.
@@ -146,14 +190,14 @@ var rules = []rule{
 	// Field-anchored shapes. Case-folded keywords; the pattern itself says
 	// where case matters.
 	assign("private-key", "private key block",
-		`-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----((?:[^-\\]|\\.)*)`,
+		`-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----((?:[^-\\]|\\.|-[^-])*)`,
 		pemBody, "-----BEGIN").spanning(1 << 10),
 	assign("gcp-service-account", "Google Cloud service account key",
 		`private_key_id`+q+`\s*[:=]\s*`+q+`([0-9a-f]{40})`,
-		isServiceAccount, "private_key_id").gated(sepAhead).spanning(128),
+		isServiceAccount, "private_key_id").gated(sepAhead).spanning(128).valued(40),
 	assign("aws-secret-access-key", "AWS secret access key",
 		`(?i:secret[_-]?access[_-]?key|aws[_-]?secret(?:[_-]?access)?(?:[_-]?key)?)`+q+`(?:\s*(?:=>|:=|[:=])\s*|\s+)`+q+`([A-Za-z0-9/+]{40})`,
-		isAWSSecret, "secret_access_key", "secret-access-key", "secretaccesskey", "aws_secret", "aws-secret", "awssecret").spanning(128),
+		isAWSSecret, "secret_access_key", "secret-access-key", "secretaccesskey", "aws_secret", "aws-secret", "awssecret").spanning(128).valued(40),
 	assign("authorization-header", "Authorization header with a bearer token",
 		`(?i:authorization)`+q+`\s*[:=,]\s*`+q+`(?i:bearer|token)\s+([A-Za-z0-9._~+/=-]{16,})`,
 		isBearer, "authorization").gated(sepAhead).spanning(128),
@@ -161,13 +205,21 @@ var rules = []rule{
 		`(?i:authorization)`+q+`\s*[:=,]\s*`+q+`(?i:basic)\s+([A-Za-z0-9+/]{4,}={0,2})`,
 		isBasic, "authorization").gated(sepAhead).spanning(256),
 	assign("url-credentials", "URL with an inline password",
-		`://([^\s:@/?#"'\x60<>\\]*):([^\s@/"'\x60\\]+)@[A-Za-z0-9\[]`,
+		`://([^\s:/?#"'\x60<>\\]*):([^\s/"'\x60\\]+)@[A-Za-z0-9\[]`,
 		hasURLPassword, "://").gated(userinfoAhead).spanning(256),
 	assign("password-assignment", "password in a connection string or config",
 		`(?i:password|passwd|pwd)`+q+`([ \t]*)(:=|=|:)([ \t]*)`+
 			`(?:\\?"([^"\\\r\n]+)\\?"|'([^'\r\n]+)'|([^\s;&,"'\x60()\\]+))`,
-		isPasswordValue, "password", "passwd", "pwd").gated(sepAhead).spanning(256),
+		isPasswordValue, "password", "passwd", "pwd").gated(sepAhead).spanning(256).valued(1).prechecked(notFiller),
+	assign("go-mysql-dsn", "database DSN with an inline password", `@(?i:tcp6?|udp|unix)\(`, isDSN, "@tcp(", "@tcp6(", "@udp(", "@unix(").spanning(16),
+	assign("azure-storage-account-key", "Azure Storage account key", `(?i:accountkey)=([A-Za-z0-9+/]{40,}={0,2})`, base64Secret, "accountkey=").spanning(160).valued(40),
+	assign("azure-shared-access-key", "Azure Service Bus or Event Hubs shared access key", `(?i:sharedaccesskey)=([A-Za-z0-9+/]{30,}={0,2})`, base64Secret, "sharedaccesskey=").spanning(160).valued(30),
+	assign("azure-sas-signature", "Azure shared access signature", `(?i:sig)=([A-Za-z0-9%+/]{30,})`, isSASSig, "sig=").spanning(160),
+	genericRule,
 }
+
+// sepPattern is an assignment in most syntaxes: = := : => with blanks.
+const sepPattern = `[ \t]*(?:=>|:=|[:=])[ \t]*`
 
 // sepAhead reports whether a separator (: = ,) follows the keyword, after
 // at most a few quotes, backslashes and blanks.
@@ -236,7 +288,7 @@ func casedBody(s string, m []int) bool {
 			low++
 		}
 	}
-	return up*5 >= len(b) && low*5 >= len(b) && !fillerToken(b)
+	return up*5 >= len(b) && low*5 >= len(b) && !fillerToken(b) && !camelIdent(b)
 }
 
 func isJWT(s string, m []int) bool {
@@ -378,6 +430,9 @@ func isPasswordValue(s string, m []int) bool {
 			return false // a call like password=getpass(), or cut off by the span
 		}
 	}
+	if strings.ContainsAny(v, "[]()<>") || m[13] < len(s) && (s[m[13]] == '[' || s[m[13]] == '(') {
+		return false // os.environ["X"], ENV['X'], getenv("X"), a template
+	}
 	if placeholderPassword(v) || strings.ContainsRune("/~.", rune(v[0])) || isDottedIdent(v) {
 		return false
 	}
@@ -414,10 +469,13 @@ func isDottedIdent(v string) bool {
 // random body belongs. They count only in lower, UPPER or Title case, so a
 // random mixed-case body almost never trips one by chance (about one in 10^7
 // per position for the four-letter ones).
-var tokenFillers = caseVariants(
-	"xxxx", "****", "your", "example", "placeholder", "redacted", "dummy",
-	"sample", "fake", "insert", "replace", "changeme", "abcdef", "123456", "000000",
-)
+//
+// Only markers no generator produces count anywhere in the body; ordinary
+// words count at its start (sk-your-key-here), so a real token whose random
+// part happens to spell "fake" or "Sample" is still caught.
+var tokenFillers = caseVariants("xxxx", "****", "...", "example", "placeholder", "redacted", "changeme")
+
+var tokenPrefixFillers = caseVariants("your", "dummy", "sample", "fake", "insert", "replace", "abcdef", "123456", "000000", "test")
 
 func caseVariants(words ...string) []string {
 	var out []string
@@ -432,6 +490,11 @@ func caseVariants(words ...string) []string {
 func fillerToken(b string) bool {
 	for _, f := range tokenFillers {
 		if strings.Contains(b, f) {
+			return true
+		}
+	}
+	for _, f := range tokenPrefixFillers {
+		if strings.HasPrefix(b, f) {
 			return true
 		}
 	}

@@ -11,7 +11,13 @@
 // Every rule names literal keywords, as gitleaks rules do. Scan finds them all
 // in one case-folded pass over the input and runs a rule's regexp only where
 // one of its keywords occurs, anchored there, so ordinary prose and code cost
-// a table lookup per byte.
+// a table lookup per byte. Field rules (password=, api_key: …) cut the text
+// their pattern sees at the end of the first value after the keyword, so
+// input packed with keywords costs a few bytes per hit, not a whole span.
+//
+// One rule is generic: a high-entropy value assigned to a secret-named field
+// (client_secret, SECRET_KEY, api_key, …). It yields to any specific rule
+// that matches inside the value, so a known token keeps its own name.
 package secrets
 
 import (
@@ -37,17 +43,32 @@ func Scan(s string) (f Finding, ok bool) {
 	}
 	x := index
 	sc := scanner{s: s}
+	// A generic rule (a secret-named field) defers to a specific rule that
+	// matches inside its value, so a named token keeps its own name.
+	var weak *rule
+	weakEnd := 0
 	prev := foldByte[s[0]]
 	for i := 1; i < len(s); i++ {
+		if weak != nil && i-1 >= weakEnd {
+			break
+		}
 		c := foldByte[s[i]]
 		if x.pairs[int(prev)<<2|int(c)>>6]>>(c&63)&1 == 0 {
 			prev = c
 			continue
 		}
-		if r := sc.ruleAt(x, i-1, c); r != nil {
-			return Finding{Rule: r.id, Description: r.desc}, true
+		if r, end := sc.ruleAt(x, i-1, c); r != nil {
+			if !r.generic {
+				return Finding{Rule: r.id, Description: r.desc}, true
+			}
+			if weak == nil {
+				weak, weakEnd = r, end
+			}
 		}
 		prev = c
+	}
+	if weak != nil {
+		return Finding{Rule: weak.id, Description: weak.desc}, true
 	}
 	return Finding{}, false
 }
@@ -72,50 +93,61 @@ func (sc *scanner) tokenEnd(i int) int {
 	return sc.stop
 }
 
-// ruleAt returns the most specific rule that matches at s[i:], or nil; c1 is
-// s[i+1] folded.
-func (sc *scanner) ruleAt(x *keywordIndex, i int, c1 byte) *rule {
-	best := -1
+// ruleAt returns the most specific rule that matches at s[i:], or nil, and
+// where its match ends; c1 is s[i+1] folded.
+func (sc *scanner) ruleAt(x *keywordIndex, i int, c1 byte) (*rule, int) {
+	best, bestEnd := -1, 0
 	for _, h := range x.heads[foldByte[sc.s[i]]] {
 		if h.folded[1] != c1 || !h.at(sc.s, i) {
 			continue
 		}
 		for _, ri := range h.rules {
-			if (best < 0 || ri < best) && sc.match(&rules[ri], i, i+len(h.folded)) {
-				best = ri
+			if best >= 0 && ri > best {
+				continue
+			}
+			if end := sc.match(&rules[ri], i, i+len(h.folded)); end >= 0 {
+				best, bestEnd = ri, end
 			}
 		}
 	}
 	if best < 0 {
-		return nil
+		return nil, 0
 	}
-	return &rules[best]
+	return &rules[best], bestEnd
 }
 
-// Rules lists every rule id, sorted.
+// Rules lists every rule id, sorted, each once (a provider's shapes may
+// take several table entries under one id).
 func Rules() []string {
 	ids := make([]string, len(rules))
 	for i, r := range rules {
 		ids[i] = r.id
 	}
 	slices.Sort(ids)
-	return ids
+	return slices.Compact(ids)
 }
 
-// match reports whether r matches at s[i:], where one of its keywords is;
-// the keyword ends at kwEnd.
-func (sc *scanner) match(r *rule, i, kwEnd int) bool {
+// match reports where r's match ends if r matches at s[i:], where one of its
+// keywords is, or -1; the keyword ends at kwEnd.
+func (sc *scanner) match(r *rule, i, kwEnd int) int {
 	s := sc.s
 	if r.token && !leftBound(s, i) || r.ahead != nil && !r.ahead(s, kwEnd) {
-		return false
+		return -1
 	}
 	end := min(len(s), i+r.span)
 	if r.token {
 		end = min(end, sc.tokenEnd(i))
 	}
+	if r.bounded {
+		e, n := assignEnd(s, kwEnd)
+		if n < r.minValue || r.pre != nil && !r.pre(s[e-1-n:e-1]) {
+			return -1
+		}
+		end = min(end, e)
+	}
 	m := r.re.FindStringSubmatchIndex(s[i:end])
 	if m == nil {
-		return false
+		return -1
 	}
 	for k := range m {
 		if m[k] >= 0 {
@@ -123,9 +155,12 @@ func (sc *scanner) match(r *rule, i, kwEnd int) bool {
 		}
 	}
 	if r.token && m[1] < len(s) && isWord(s[m[1]]) {
-		return false
+		return -1
 	}
-	return r.check == nil || r.check(s, m)
+	if r.check != nil && !r.check(s, m) {
+		return -1
+	}
+	return m[1]
 }
 
 // leftBound reports whether a token may start at s[i]: at the start, after a

@@ -6,10 +6,12 @@
 // Usage:
 //
 //	go run ./cmd/memory-bench [-n 10000] [-files 1000] [-ops 500] [-seed 1] [-server PATH] [-run REGEXP]
+//	go run ./cmd/memory-bench -eval [-eval-sizes 5000,20000] [-eval-dir testdata/eval]
 //
 // It prints a markdown report: latency percentiles and throughput per
 // operation, process start to initialize result, the server's peak RSS,
-// the database size and the machine.
+// the database size and the machine. With -eval it measures search
+// quality instead (see eval.go).
 //
 // It imports memory, mirror and scope to seed the database quickly, corpus
 // for the text of the records and queries, and the MCP SDK's client.
@@ -27,6 +29,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"prom.codes/memory-mcp/memory"
@@ -50,7 +54,12 @@ type config struct {
 	server                string
 	budget, timeout       time.Duration
 	keep                  bool
+	httpClients           int            // measure a team server with this many clients instead
 	only                  *regexp.Regexp // operations to measure; nil for all
+
+	eval      bool   // measure search quality instead of speed
+	evalDir   string // the labelled sets
+	evalSizes []int  // corpus sizes of the known-item evaluation
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -66,9 +75,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.budget, "budget", 20*time.Second, "stop measuring an operation after this long")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on an operation when one call takes longer")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary database and workspace, and print where they are")
+	fs.IntVar(&c.httpClients, "http", 0, "instead, measure requests/s and latency of the server over HTTP with this many concurrent clients")
 	only := fs.String("run", "", "measure only the operations whose name matches this regular expression")
+	fs.BoolVar(&c.eval, "eval", false, "measure search quality (recall@5, MRR) on the labelled sets and on known items, not speed")
+	fs.StringVar(&c.evalDir, "eval-dir", filepath.Join("testdata", "eval"), "directory of the labelled sets for -eval")
+	sizes := fs.String("eval-sizes", "5000,20000", "record counts of the known-item evaluation, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("-eval-sizes: %q is not a record count", f)
+		}
+		c.evalSizes = append(c.evalSizes, n)
 	}
 	if *only != "" {
 		re, err := regexp.Compile(*only)
@@ -93,6 +113,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.eval {
+		return runEval(ctx, cfg, stdout, stderr)
+	}
 	tmp, err := os.MkdirTemp("", "memory-bench-")
 	if err != nil {
 		return err
@@ -105,6 +128,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	bin, err := findServer(ctx, cfg.server, tmp, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.httpClients > 0 {
+		return runHTTP(ctx, cfg, bin, tmp, stdout, stderr)
 	}
 	home := filepath.Join(tmp, "home")
 	dbPath := filepath.Join(home, ".prometheus", "memory.db")

@@ -55,13 +55,19 @@ func (a *app) purge(ctx context.Context) (int64, error) {
 }
 
 func (a *app) Close() error {
-	a.dir.Close()
+	if a.dir != nil {
+		a.dir.Close()
+	}
 	return a.store.Close()
 }
 
 // sync brings the markdown files into the database. A file it cannot accept
-// is reported, not fatal; an unusable directory is.
+// is reported, not fatal; an unusable directory is. Without a mirror (a
+// team server's callers) there is nothing to bring in.
 func (a *app) sync(ctx context.Context) (mirror.Report, error) {
+	if a.dir == nil {
+		return mirror.Report{}, nil
+	}
 	rep, err := mirror.Sync(ctx, a.store, a.cfg.Project, a.dir)
 	if err != nil {
 		return rep, fmt.Errorf("sync %s: %w", a.dir.Path(), err)

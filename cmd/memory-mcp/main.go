@@ -7,7 +7,12 @@
 //	memory-mcp                 serve MCP on stdin/stdout (what an agent launches)
 //	memory-mcp read            print the woven recall block (session-start hook)
 //	memory-mcp capture         read a capture payload on stdin (session-end hook)
+//	memory-mcp serve --http A  serve a team over MCP Streamable HTTP, with bearer tokens
+//	memory-mcp token ...       create, list and revoke the team server's tokens
 //	memory-mcp version         print the version
+//	memory-mcp help            list every command: list, search, show, rm,
+//	                           export, import, backup, restore, doctor,
+//	                           stats, projects, setup
 //
 // It is the only package that imports the MCP SDK.
 package main

@@ -144,6 +144,9 @@ func checkMirror(t *testing.T, e env, db *sql.DB) (temps []string) {
 			temps = append(temps, name)
 			continue
 		}
+		if name == ".tmp" && en.IsDir() {
+			continue // where writes keep their temporary files, ignored by git
+		}
 		stem, isMD := strings.CutSuffix(name, ".md")
 		if !isMD || !en.Type().IsRegular() {
 			t.Errorf("unexpected entry %s in the memories directory", name)
@@ -699,7 +702,16 @@ func TestKillDuringWrites(t *testing.T) {
 		for _, en := range entries {
 			name := en.Name()
 			if tempFile.MatchString(name) {
-				tempsSeen[name] = true
+				t.Errorf("round %d: the kill left temporary file %s in the memories directory, where git would pick it up", round, name)
+				continue
+			}
+			if name == ".tmp" {
+				tmps, _ := os.ReadDir(filepath.Join(dir, name))
+				for _, tf := range tmps {
+					if tempFile.MatchString(tf.Name()) {
+						tempsSeen[tf.Name()] = true
+					}
+				}
 				continue
 			}
 			stem := strings.TrimSuffix(name, ".md")
@@ -733,9 +745,11 @@ func TestKillDuringWrites(t *testing.T) {
 		}
 	}
 
-	// Leftover temporary files: the next sync must neither import nor
-	// report them, and must sweep them once they are stale.
-	entries, _ := os.ReadDir(dir)
+	// Leftover temporary files, all in .tmp where git ignores them: the
+	// next sync must neither import nor report them, and must sweep them
+	// once they are stale.
+	tmpDir := filepath.Join(dir, ".tmp")
+	entries, _ := os.ReadDir(tmpDir)
 	var leftover []string
 	for _, en := range entries {
 		if tempFile.MatchString(en.Name()) {
@@ -748,11 +762,11 @@ func TestKillDuringWrites(t *testing.T) {
 		t.Errorf("after the crashes the server reports problems: %v", ps)
 	}
 	for _, name := range leftover {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+		if _, err := os.Stat(filepath.Join(tmpDir, name)); err != nil {
 			t.Errorf("fresh temporary file %s was removed: %v", name, err)
 		}
 		old := time.Now().Add(-2 * time.Hour)
-		os.Chtimes(filepath.Join(dir, name), old, old)
+		os.Chtimes(filepath.Join(tmpDir, name), old, old)
 	}
 	cs.Close()
 	cs = connect(t, e, nil) // the export check runs once per process start
@@ -766,7 +780,13 @@ func TestKillDuringWrites(t *testing.T) {
 	db := openDB(t, e.db)
 	integrityCheck(t, db)
 	if temps := checkMirror(t, e, db); len(temps) > 0 {
-		t.Errorf("stale temporary files were not swept: %v", temps)
+		t.Errorf("temporary files in the memories directory: %v", temps)
+	}
+	entries, _ = os.ReadDir(tmpDir)
+	for _, en := range entries {
+		if tempFile.MatchString(en.Name()) {
+			t.Errorf("stale temporary file %s was not swept", en.Name())
+		}
 	}
 	t.Logf("%d kills survived; %d of %d writes were acknowledged before a kill (%d rounds cut a burst in the middle), all found; %d temporary files left by kills over the run, %d there at the end, ignored by sync and swept once stale",
 		rounds, totalAcked, totalSent, partial, len(tempsSeen), len(leftover))

@@ -2,84 +2,103 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 )
 
-const usage = `memory-mcp: memory for coding agents, served over MCP on stdio.
-
-Usage:
-  memory-mcp                                serve MCP on stdin/stdout
-  memory-mcp read [--query Q] [--max-tokens N]
-                                            print the woven recall block
-  memory-mcp capture                        record a session from a payload on stdin
-                                            (memory_capture JSON or a Claude Code SessionEnd hook payload)
-  memory-mcp version                        print the version
-
-Environment:
-  PROMETHEUS_MEMORY_DB_PATH        database file (default ~/.prometheus/memory.db)
-  PROMETHEUS_WORKSPACE_ROOT        workspace root (default: git top-level, else working directory)
-  PROMETHEUS_MEMORY_TOKEN_BUDGET   recall budget in tokens (default 1500)
-  PROMETHEUS_MEMORY_CONFIRMATIONS  sessions confirming a statement before it becomes a fact (default 2)
-  PROMETHEUS_MEMORY_LOG_LEVEL      debug, info, warn or error (default info); logs go to stderr
-`
-
 // run is the whole program: args without the program name, the environment,
-// and the three standard streams.
+// and the three standard streams. The commands are in cli.go.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	cmd := "serve"
+	name := "serve"
 	if len(args) > 0 {
-		cmd, args = args[0], args[1:]
+		name, args = args[0], args[1:]
 	}
-	if cmd != "serve" {
-		// A hook's stderr reaches the user: only warnings, unless asked.
-		getenv = defaulting(getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn")
+	switch name {
+	case "--version", "-v":
+		name = "version"
+	case "--help", "-h":
+		name = "help"
 	}
-	switch cmd {
-	case "serve":
-		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return serve(ctx, a, log, stdin, stdout) })
-	case "read":
-		fs := flag.NewFlagSet("read", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		query := fs.String("query", "", "put memories relevant to this first")
-		maxTokens := fs.Int("max-tokens", 0, "token budget (default PROMETHEUS_MEMORY_TOKEN_BUDGET or 1500)")
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if *maxTokens < 0 {
-			return fmt.Errorf("read: --max-tokens must not be negative")
-		}
-		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error {
-			rep, err := a.sync(ctx)
-			if err != nil {
-				return err
-			}
-			for _, p := range rep.Problems {
-				fmt.Fprintf(stderr, "memory-mcp: %s not accepted: %s\n", p.Path, p.Reason)
-			}
-			b, err := a.recall(ctx, *query, nil, *maxTokens)
-			if err != nil {
-				return err
-			}
-			if b.Markdown != "" {
-				_, err = io.WriteString(stdout, b.Markdown+"\n")
-			}
-			return err
-		})
-	case "capture":
-		return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return captureCLI(ctx, a, stdin, stdout) })
-	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "memory-mcp", version)
-		return nil
-	case "help", "--help", "-h":
-		fmt.Fprint(stdout, usage)
+	cmd, ok := lookup(name)
+	if !ok {
+		fmt.Fprint(stderr, usage())
+		return fmt.Errorf("unknown command %q", clipArg(name))
+	}
+	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	err := cmd.run(c, args)
+	if errors.Is(err, errHelp) {
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	return err
+}
+
+// wantsHelp reports whether args ask for help anywhere.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
+func runServe(c *cli, args []string) error {
+	if len(args) > 0 && !wantsHelp(args) {
+		return serveCmd(c.ctx, args, c.getenv, c.stderr)
+	}
+	if wantsHelp(args) {
+		fmt.Fprint(c.stdout, "Usage: memory-mcp serve\n\nServes MCP on stdin/stdout, as an agent launches it.\n\n")
+		fmt.Fprint(c.stdout, serveUsage)
+		return errHelp
+	}
+	f := newFlags(c, "serve")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if isTerminal(c.stdin) {
+		fmt.Fprint(c.stderr, `memory-mcp is an MCP server and is waiting for an agent on stdin/stdout.
+An agent launches it for you: run "memory-mcp setup claude-code" (or cursor,
+vscode, codex) in your project. To look at memory yourself, try
+"memory-mcp list", "memory-mcp search QUERY" or "memory-mcp help".
+Press Ctrl-C to stop.
+`)
+	}
+	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return serve(c.ctx, a, log, c.stdin, c.stdout) })
+}
+
+func runRead(c *cli, args []string) error {
+	f := newFlags(c, "read").withJSON()
+	query := f.String("query", "", "put memories relevant to this first")
+	maxTokens := f.Int("max-tokens", 0, "token budget (default PROMETHEUS_MEMORY_TOKEN_BUDGET or 1500)")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	if *maxTokens < 0 {
+		return fmt.Errorf("read: --max-tokens must not be negative")
+	}
+	return c.app(func(a *app, log *slog.Logger) error {
+		rep, err := a.sync(c.ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range rep.Problems {
+			fmt.Fprintf(c.stderr, "memory-mcp: %s not accepted: %s\n", p.Path, p.Reason)
+		}
+		b, err := a.recall(c.ctx, *query, nil, *maxTokens)
+		if err != nil {
+			return err
+		}
+		if f.JSON() {
+			return printJSON(c.stdout, readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: problems(rep)})
+		}
+		if b.Markdown != "" {
+			_, err = io.WriteString(c.stdout, b.Markdown+"\n")
+		}
+		return err
+	})
 }
 
 // defaulting is getenv with a default for one variable.
@@ -103,6 +122,10 @@ func withApp(ctx context.Context, getenv func(string) string, stderr io.Writer, 
 		return err
 	}
 	defer a.Close()
+	// Remember where this project lives, for projects and projects move.
+	if err := a.store.NoteRoot(ctx, cfg.Project, cfg.Root); err != nil {
+		log.Warn("could not record the project root", "err", err)
+	}
 	return fn(a, log)
 }
 
@@ -130,4 +153,12 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 		}
 	}
 	return err
+}
+
+func runToken(c *cli, args []string) error {
+	if wantsHelp(args) {
+		fmt.Fprint(c.stdout, tokenUsage)
+		return errHelp
+	}
+	return tokenCmd(c.ctx, args, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stdout, c.stderr)
 }

@@ -236,13 +236,14 @@ func TestStartupFailures(t *testing.T) {
 	t.Run("full disk", func(t *testing.T) {
 		e := newEnv(t)
 		mnt := filepath.Join(t.TempDir(), "full")
-		mountTmpfs(t, mnt, "size=256k")
-		// Fill it, leaving a few blocks: a new database needs about 80 KiB.
+		mountTmpfs(t, mnt, "size=1m")
+		// Fill it, leaving a few blocks: a new database needs about 180 KiB,
+		// and its write-ahead log as much again while it is made.
 		f, err := os.Create(filepath.Join(mnt, "filler"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.Write(make([]byte, 240<<10))
+		f.Write(make([]byte, 1000<<10))
 		f.Close()
 		e.db = filepath.Join(mnt, "memory.db")
 		startFails(t, e, nil, e.db, advFull...)

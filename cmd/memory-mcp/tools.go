@@ -192,6 +192,14 @@ type searchHit struct {
 	Description string  `json:"description"`
 	Score       float64 `json:"score"`
 	Preview     string  `json:"preview"`
+	Why         why     `json:"why"`
+}
+
+// why is what a hit matched: the query's words it holds and the fields
+// holding them.
+type why struct {
+	Terms  []string `json:"terms"`
+	Fields []string `json:"fields"`
 }
 
 type searchOut struct {
@@ -542,7 +550,8 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	for _, h := range hits {
 		r := h.Record
 		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
-			Description: r.Description, Score: h.Score, Preview: h.Preview})
+			Description: r.Description, Score: h.Score, Preview: h.Preview,
+			Why: why{Terms: nonNilStrings(h.Why.Terms), Fields: nonNilStrings(h.Why.Fields)}})
 		fmt.Fprintf(&b, "- %s [%s, %s] score %.2f: %s\n", r.Key, r.Type, r.Scope, h.Score, h.Preview)
 	}
 	return b.String() + problemsText(out.Problems), out, nil
@@ -645,4 +654,11 @@ func toolError(err error) error {
 		return fmt.Errorf("internal: cancelled: %v", err)
 	}
 	return fmt.Errorf("internal: %v", err)
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

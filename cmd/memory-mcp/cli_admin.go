@@ -1,0 +1,459 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+)
+
+func runStats(c *cli, args []string) error {
+	f := newFlags(c, "stats").withJSON()
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	return c.app(func(a *app, log *slog.Logger) error {
+		st, err := a.store.Stats(c.ctx)
+		if err != nil {
+			return err
+		}
+		if st.Counts == nil {
+			st.Counts = []memory.Count{}
+		}
+		if f.JSON() {
+			return printJSON(c.stdout, st)
+		}
+		w := c.stdout
+		fmt.Fprintf(w, "database  %s (%s, schema %d)\n", st.Path, size(st.Bytes), st.Schema)
+		fmt.Fprintf(w, "records   %d in %d projects and the shared scopes\n", st.Records, st.Projects)
+		if st.Oldest != nil {
+			fmt.Fprintf(w, "oldest    %s\nnewest    %s\n", st.Oldest.Format(time.RFC3339), st.Newest.Format(time.RFC3339))
+		}
+		if len(st.Counts) > 0 {
+			fmt.Fprintf(w, "\n%-10s  %-11s  %7s\n", "SCOPE", "TYPE", "RECORDS")
+			for _, n := range st.Counts {
+				fmt.Fprintf(w, "%-10s  %-11s  %7d\n", n.Scope, n.Type, n.N)
+			}
+		}
+		return nil
+	})
+}
+
+func runProjects(c *cli, args []string) error {
+	if len(args) > 0 && args[0] == "move" {
+		return runProjectsMove(c, args[1:])
+	}
+	f := newFlags(c, "projects").withJSON()
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	return c.app(func(a *app, log *slog.Logger) error {
+		ps, err := a.store.Projects(c.ctx)
+		if err != nil {
+			return err
+		}
+		if ps == nil {
+			ps = []memory.ProjectInfo{}
+		}
+		if f.JSON() {
+			return printJSON(c.stdout, ps)
+		}
+		fmt.Fprintf(c.stdout, "%-8s  %7s  %-20s  %s\n", "PROJECT", "RECORDS", "LAST USED", "ROOT")
+		for _, p := range ps {
+			last := "-"
+			if p.LastUsed != nil {
+				last = p.LastUsed.Local().Format("2006-01-02 15:04")
+			}
+			root := p.Root
+			if root == "" {
+				root = "(unknown)"
+			}
+			mark := ""
+			if p.ID == a.cfg.Project {
+				mark = "  (this project)"
+			}
+			fmt.Fprintf(c.stdout, "%-8s  %7d  %-20s  %s%s\n", string(p.ID)[:8], p.Records, last, root, mark)
+		}
+		return nil
+	})
+}
+
+func runProjectsMove(c *cli, args []string) error {
+	f := newFlags(c, "projects").withJSON()
+	f.cmd.args = "move OLD_ROOT NEW_ROOT [--json]"
+	f.cmd.summary = "carry a project's records from its old root to its new one (a moved or re-cloned checkout)"
+	pos, err := f.parse(args, 2, 2)
+	if err != nil {
+		return err
+	}
+	// The old root may be gone: clean it as the server would have, without
+	// resolving symlinks it no longer has. The new one is resolved as a
+	// server there will resolve it.
+	old, err := filepath.Abs(pos[0])
+	if err != nil {
+		return fmt.Errorf("projects move: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(old); err == nil {
+		old = real
+	}
+	fi, err := os.Stat(pos[1])
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("projects move: the new root %s is not a directory", pos[1])
+	}
+	to, err := scope.Root(pos[1], "")
+	if err != nil {
+		return fmt.Errorf("projects move: %w", err)
+	}
+	return c.app(func(a *app, log *slog.Logger) error {
+		n, err := a.store.MoveProject(c.ctx, scope.IdentityOf(old), scope.IdentityOf(to), to)
+		if err != nil {
+			return fmt.Errorf("projects move: %w", err)
+		}
+		out := struct {
+			From    string `json:"from"`
+			To      string `json:"to"`
+			Records int    `json:"records"`
+		}{old, to, n}
+		if f.JSON() {
+			return printJSON(c.stdout, out)
+		}
+		fmt.Fprintf(c.stdout, "moved %d records from %s to %s\n", n, old, to)
+		return nil
+	})
+}
+
+// buildInfo is what the binary knows of its own build.
+type buildInfo struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
+	Time     string `json:"time,omitempty"`
+	Modified bool   `json:"modified,omitempty"`
+	Go       string `json:"go"`
+	Schema   int    `json:"schema_version"`
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: "(unknown)", Go: runtime.Version(), Schema: memory.SchemaVersion()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	b.Version = bi.Main.Version
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Revision = s.Value
+		case "vcs.time":
+			b.Time = s.Value
+		case "vcs.modified":
+			b.Modified = s.Value == "true"
+		}
+	}
+	return b
+}
+
+func runVersion(c *cli, args []string) error {
+	f := newFlags(c, "version").withJSON()
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	b := readBuildInfo()
+	if f.JSON() {
+		return printJSON(c.stdout, b)
+	}
+	line := "memory-mcp " + b.Version
+	if b.Revision != "" {
+		line += " (" + b.Revision
+		if b.Modified {
+			line += ", modified"
+		}
+		if b.Time != "" {
+			line += ", " + b.Time
+		}
+		line += ")"
+	}
+	fmt.Fprintf(c.stdout, "%s\n%s, schema %d\n", line, b.Go, b.Schema)
+	return nil
+}
+
+// check is one finding of doctor.
+type check struct {
+	Area   string `json:"area"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+type doctor struct {
+	checks []check
+}
+
+func (d *doctor) ok(area, format string, args ...any) {
+	d.checks = append(d.checks, check{Area: area, OK: true, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (d *doctor) problem(area, detail, fix string) {
+	d.checks = append(d.checks, check{Area: area, Detail: detail, Fix: fix})
+}
+
+func runDoctor(c *cli, args []string) error {
+	f := newFlags(c, "doctor").withJSON()
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(c.getenv)
+	if err != nil {
+		return err
+	}
+	var d doctor
+	dbOK := d.database(c.ctx, cfg)
+	d.project(cfg, c.getenv("PROMETHEUS_WORKSPACE_ROOT") != "")
+	if dbOK {
+		d.mirror(c, cfg)
+	}
+	d.agents(cfg.Root)
+	d.embeddings(c.ctx, c.getenv("PROMETHEUS_MEMORY_EMBEDDINGS_URL"))
+
+	bad := 0
+	for _, ch := range d.checks {
+		if !ch.OK {
+			bad++
+		}
+	}
+	if f.JSON() {
+		if err := printJSON(c.stdout, struct {
+			OK     bool    `json:"ok"`
+			Checks []check `json:"checks"`
+		}{bad == 0, d.checks}); err != nil {
+			return err
+		}
+	} else {
+		for _, ch := range d.checks {
+			mark := "ok     "
+			if !ch.OK {
+				mark = "PROBLEM"
+			}
+			fmt.Fprintf(c.stdout, "%s  %-10s  %s\n", mark, ch.Area, ch.Detail)
+			if ch.Fix != "" {
+				fmt.Fprintf(c.stdout, "%s  %-10s  fix: %s\n", strings.Repeat(" ", 7), "", ch.Fix)
+			}
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("doctor: %d problems found", bad)
+	}
+	return nil
+}
+
+// database checks the file without opening it for writing: a corrupt file
+// is reported, never touched. It reports whether the rest can use it.
+func (d *doctor) database(ctx context.Context, cfg Config) bool {
+	const area = "database"
+	dir := filepath.Dir(cfg.DBPath)
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		d.problem(area, fmt.Sprintf("directory %s is open to others (mode %o)", dir, fi.Mode().Perm()), "chmod 700 "+dir)
+	}
+	fi, err := os.Stat(cfg.DBPath)
+	if os.IsNotExist(err) {
+		d.ok(area, "%s does not exist yet; it is created on first use", cfg.DBPath)
+		return true
+	}
+	if err != nil {
+		d.problem(area, err.Error(), "check the path, or point PROMETHEUS_MEMORY_DB_PATH elsewhere")
+		return false
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		d.problem(area, fmt.Sprintf("%s is readable by others (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
+	}
+	if fi.Mode().Perm()&0o600 != 0o600 {
+		d.problem(area, fmt.Sprintf("%s is not readable and writable by you (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
+		return false
+	}
+	chk, err := memory.CheckFile(ctx, cfg.DBPath)
+	if err != nil {
+		d.problem(area, err.Error(), "restore a backup with \"memory-mcp restore FILE\"; or move the file aside and a new, empty database is made on next use")
+		return false
+	}
+	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, memory.SchemaVersion(), chk.Records, size(fi.Size()))
+	return true
+}
+
+func (d *doctor) project(cfg Config, fromEnv bool) {
+	const area = "project"
+	fi, err := os.Stat(cfg.Root)
+	if err != nil || !fi.IsDir() {
+		d.problem(area, fmt.Sprintf("root %s is not a directory", cfg.Root), "run memory-mcp in your project, or set PROMETHEUS_WORKSPACE_ROOT to it")
+		return
+	}
+	how := "git top-level or working directory"
+	if fromEnv {
+		how = "PROMETHEUS_WORKSPACE_ROOT"
+	}
+	d.ok(area, "root %s (from %s), identity %s", cfg.Root, how, cfg.Project)
+}
+
+func (d *doctor) mirror(c *cli, cfg Config) {
+	const area = "mirror"
+	err := withApp(c.ctx, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "error"), c.stderr, func(a *app, log *slog.Logger) error {
+		rep, err := a.sync(c.ctx)
+		if err != nil {
+			return err
+		}
+		if len(rep.Problems) == 0 {
+			d.ok(area, "%s: every file accepted", a.dir.Path())
+		}
+		for _, p := range rep.Problems {
+			d.problem(area, fmt.Sprintf("%s not accepted: %s", p.Path, p.Reason), "fix the file (front matter, type, or remove the secret); it is read again on the next call")
+		}
+		return nil
+	})
+	if err != nil {
+		d.problem(area, err.Error(), "make the memories directory readable and writable")
+	}
+}
+
+// agents looks at the agent configs of the project and the user.
+func (d *doctor) agents(root string) {
+	const area = "agents"
+	home, _ := os.UserHomeDir()
+	found := 0
+	type place struct {
+		path string
+		ag   agent
+	}
+	var places []place
+	for _, ag := range agents {
+		places = append(places, place{filepath.Join(root, ag.file), ag})
+	}
+	if home != "" {
+		places = append(places,
+			place{filepath.Join(home, ".cursor", "mcp.json"), agents[1]},
+			place{filepath.Join(home, ".codex", "config.toml"), agents[3]},
+			place{filepath.Join(home, ".claude.json"), agents[0]})
+	}
+	for _, p := range places {
+		data, err := os.ReadFile(p.path)
+		if err != nil {
+			continue
+		}
+		found++
+		cmd, ok, err := serverCommand(p.ag, data)
+		switch {
+		case err != nil:
+			d.problem(area, fmt.Sprintf("%s (%s): %v", p.path, p.ag.name, err), "fix the file, or move it aside and run memory-mcp setup "+p.ag.name)
+		case !ok:
+			d.ok(area, "%s (%s): no memory-mcp server in it", p.path, p.ag.name)
+		default:
+			if _, err := exec.LookPath(cmd); err != nil {
+				d.problem(area, fmt.Sprintf("%s (%s) runs %q, which is not found", p.path, p.ag.name, cmd), "put memory-mcp on PATH, or give its full path in the config")
+			} else {
+				d.ok(area, "%s (%s): runs %s", p.path, p.ag.name, cmd)
+			}
+		}
+	}
+	settings := filepath.Join(root, claudeSettings)
+	if data, err := os.ReadFile(settings); err == nil {
+		found++
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			d.problem(area, fmt.Sprintf("%s: %s", settings, jsonReason(err)), "fix the JSON; Claude Code ignores a settings file it cannot read")
+		} else {
+			hs, _ := doc["hooks"].(map[string]any)
+			var have, missing []string
+			for _, h := range hooks {
+				groups, _ := hs[h[0]].([]any)
+				if hasHook(groups, h[1]) {
+					have = append(have, h[0])
+				} else {
+					missing = append(missing, h[0])
+				}
+			}
+			if len(missing) == 0 {
+				d.ok(area, "%s: SessionStart and SessionEnd hooks run memory-mcp", settings)
+			} else {
+				d.ok(area, "%s: no %s hook for memory-mcp (memory-mcp setup claude-code adds it)", settings, strings.Join(missing, " or "))
+			}
+		}
+	}
+	if found == 0 {
+		d.ok(area, "no agent config found here or in your home; memory-mcp setup claude-code|cursor|vscode|codex writes one")
+	}
+}
+
+// serverCommand finds the command of the memory-mcp server in an agent
+// config: the entry named memory, or any entry whose command is memory-mcp.
+func serverCommand(ag agent, data []byte) (string, bool, error) {
+	if ag.kind == "toml" {
+		if !tomlTable.Match(data) {
+			return "", false, nil
+		}
+		loc := tomlTable.FindIndex(data)
+		rest := string(data[loc[1]:])
+		if i := strings.Index(rest, "\n["); i >= 0 {
+			rest = rest[:i]
+		}
+		for _, line := range strings.Split(rest, "\n") {
+			k, v, ok := strings.Cut(line, "=")
+			if ok && strings.TrimSpace(k) == "command" {
+				return strings.Trim(strings.TrimSpace(v), `"'`), true, nil
+			}
+		}
+		return "", true, errors.New("the memory server has no command")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return "", false, errors.New(jsonReason(err))
+	}
+	servers, _ := doc[ag.key].(map[string]any)
+	if e, ok := servers[serverName].(map[string]any); ok {
+		cmd, _ := e["command"].(string)
+		if cmd == "" {
+			return "", true, errors.New("the memory server has no command")
+		}
+		return cmd, true, nil
+	}
+	for _, e := range servers {
+		em, _ := e.(map[string]any)
+		if cmd, _ := em["command"].(string); filepath.Base(cmd) == "memory-mcp" {
+			return cmd, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// embeddings checks only that the endpoint answers: any HTTP response will
+// do, since the path and method a health check would need differ between
+// servers.
+func (d *doctor) embeddings(ctx context.Context, url string) {
+	const area = "embeddings"
+	if url == "" {
+		d.ok(area, "not configured (PROMETHEUS_MEMORY_EMBEDDINGS_URL unset); keyword search only")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		d.problem(area, "PROMETHEUS_MEMORY_EMBEDDINGS_URL is not a valid URL", "set it to the endpoint's base URL, like http://localhost:11434/v1")
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.problem(area, fmt.Sprintf("%s does not answer: %v", req.URL.Redacted(), errors.Unwrap(err)), "start the embeddings server, or unset PROMETHEUS_MEMORY_EMBEDDINGS_URL")
+		return
+	}
+	resp.Body.Close()
+	d.ok(area, "%s answers (HTTP %d)", req.URL.Redacted(), resp.StatusCode)
+}

@@ -1,0 +1,527 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+)
+
+// exportLine is one record in an export: every field, none left out when
+// empty, so that a script reading the file meets the same keys on every line.
+type exportLine struct {
+	ID             string            `json:"id"`
+	Project        string            `json:"project"` // identity of a project-scope record's project; "" for the others
+	Scope          scope.Level       `json:"scope"`
+	Type           memory.Type       `json:"type"`
+	Key            string            `json:"key"`
+	Description    string            `json:"description"`
+	Body           string            `json:"body"`
+	Tags           []string          `json:"tags"`
+	Confidence     float64           `json:"confidence"`
+	UseCount       int64             `json:"use_count"`
+	LastAccessedAt *time.Time        `json:"last_accessed_at"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+	ExpiresAt      *time.Time        `json:"expires_at"`
+	SessionID      string            `json:"session_id"`
+	Source         memory.Source     `json:"source"`
+	Metadata       map[string]string `json:"metadata"`
+}
+
+func exported(project string, r memory.Record) exportLine {
+	l := exportLine{
+		ID: r.ID, Project: project, Scope: r.Scope, Type: r.Type, Key: r.Key, Description: r.Description, Body: r.Body,
+		Tags: r.Tags, Confidence: r.Confidence, UseCount: r.UseCount, LastAccessedAt: r.LastAccessedAt,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ExpiresAt: r.ExpiresAt, SessionID: r.SessionID,
+		Source: r.Source, Metadata: r.Metadata,
+	}
+	if l.Tags == nil {
+		l.Tags = []string{}
+	}
+	if l.Metadata == nil {
+		l.Metadata = map[string]string{}
+	}
+	return l
+}
+
+func (l exportLine) record() memory.Record {
+	return memory.Record{
+		ID: l.ID, Scope: l.Scope, Type: l.Type, Key: l.Key, Description: l.Description, Body: l.Body,
+		Tags: l.Tags, Confidence: l.Confidence, UseCount: l.UseCount, LastAccessedAt: l.LastAccessedAt,
+		CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt, ExpiresAt: l.ExpiresAt, SessionID: l.SessionID,
+		Source: l.Source, Metadata: l.Metadata,
+	}
+}
+
+func runExport(c *cli, args []string) error {
+	f := newFlags(c, "export")
+	out := f.String("out", "", "write to this file (default stdout); it is made 0600")
+	all := f.Bool("all-projects", false, "every project's records, not only this project's")
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	return c.app(func(a *app, log *slog.Logger) error {
+		if _, err := a.sync(c.ctx); err != nil {
+			return err
+		}
+		w := c.stdout
+		var file *os.File
+		tmp := ""
+		if *out != "" && *out != "-" {
+			if err := safeOut(*out, a.cfg.DBPath); err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			// Write beside the target and rename, so a failed export never
+			// leaves half a file where a good one was.
+			var err error
+			file, err = os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*")
+			if err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			tmp = file.Name()
+			defer os.Remove(tmp)
+			defer file.Close()
+			w = file
+		}
+		bw := bufio.NewWriter(w)
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		n := 0
+		err := a.store.Export(c.ctx, a.cfg.Project, *all, func(project string, r memory.Record) error {
+			n++
+			return enc.Encode(exported(project, r))
+		})
+		if err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		if file != nil {
+			if err := file.Sync(); err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			if err := file.Close(); err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			if err := os.Rename(tmp, *out); err != nil {
+				return fmt.Errorf("export: %w", err)
+			}
+			fmt.Fprintf(c.stderr, "exported %d records to %s\n", n, *out)
+		}
+		return nil
+	})
+}
+
+// refusal is one import line not taken.
+type refusal struct {
+	Line   int    `json:"line"`
+	Reason string `json:"reason"`
+}
+
+type importResult struct {
+	File      string    `json:"file"`
+	Format    string    `json:"format"`
+	DryRun    bool      `json:"dry_run"`
+	Lines     int       `json:"lines"`
+	Created   int       `json:"created"`
+	Updated   int       `json:"updated"`
+	Unchanged int       `json:"unchanged"`
+	Refused   []refusal `json:"refused"`
+}
+
+// maxImportLine is the longest import line read; a record's body is at most
+// 64 KiB, and JSON escaping can grow it several times over.
+const maxImportLine = 1 << 20
+
+// readLines calls fn with each line of r, numbered from 1, and with
+// tooLong set (and the line cut) when it exceeded maxImportLine.
+func readLines(r io.Reader, fn func(n int, line []byte, tooLong bool) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		var line []byte
+		tooLong := false
+		for {
+			part, err := br.ReadSlice('\n')
+			if len(line)+len(part) <= maxImportLine {
+				line = append(line, part...)
+			} else {
+				tooLong = true
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if err == io.EOF {
+				if len(line) == 0 && !tooLong {
+					return nil
+				}
+				if err := fn(n, line, tooLong); err != nil {
+					return err
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			break
+		}
+		if err := fn(n, line, tooLong); err != nil {
+			return err
+		}
+	}
+}
+
+// jsonReason says why a line is not the JSON wanted, without quoting it.
+func jsonReason(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q has the wrong type (want %s)", te.Field, te.Type)
+	}
+	return "not a JSON object of the expected shape"
+}
+
+// reason is an error's text as an import reports it: the store's errors
+// name the rule and the field, never the value.
+func reason(err error) string {
+	var me *memory.Error
+	if errors.As(err, &me) {
+		return me.Error()
+	}
+	return "internal: " + err.Error()
+}
+
+func runImport(c *cli, args []string) error {
+	f := newFlags(c, "import").withJSON()
+	format := f.String("format", "memory-mcp", "memory-mcp (an export) or server-memory (the reference MCP memory server's JSONL graph)")
+	dry := f.Bool("dry-run", false, "check every line and report, writing nothing")
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if *format != "memory-mcp" && *format != "server-memory" {
+		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", clipArg(*format))
+	}
+	var in io.Reader = c.stdin
+	total := 0
+	if pos[0] != "-" {
+		file, err := os.Open(pos[0])
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		defer file.Close()
+		fi, err := file.Stat()
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("import: %s is a directory", pos[0])
+		}
+		in, total = file, int(fi.Size())
+	}
+	res := importResult{File: pos[0], Format: *format, DryRun: *dry, Refused: []refusal{}}
+	err = c.app(func(a *app, log *slog.Logger) error {
+		if _, err := a.sync(c.ctx); err != nil {
+			return err
+		}
+		bar := c.progress("importing", total)
+		defer bar.finish()
+		if *format == "server-memory" {
+			return importGraph(c, a, in, bar, &res)
+		}
+		return readLines(in, func(n int, line []byte, tooLong bool) error {
+			bar.add(len(line))
+			if err := c.ctx.Err(); err != nil {
+				return err
+			}
+			line = bytes.TrimSpace(line)
+			if len(line) == 0 && !tooLong {
+				return nil
+			}
+			res.Lines++
+			if tooLong {
+				res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", maxImportLine)})
+				return nil
+			}
+			var l exportLine
+			var given struct {
+				Confidence *float64 `json:"confidence"`
+			}
+			err := json.Unmarshal(line, &l)
+			if err == nil {
+				err = json.Unmarshal(line, &given)
+			}
+			if err != nil {
+				res.Refused = append(res.Refused, refusal{n, jsonReason(err)})
+				return nil
+			}
+			if l.Key == "" && bytes.Contains(line, []byte(`"entityType"`)) {
+				res.Refused = append(res.Refused, refusal{n, "looks like a server-memory graph line; use --format server-memory"})
+				return nil
+			}
+			rec := l.record()
+			if given.Confidence == nil {
+				// A line written by hand takes the default, as a tool write does.
+				rec.Confidence = 0.5
+			}
+			if *dry {
+				err := memory.Check(memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
+					Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source, Metadata: rec.Metadata})
+				if err != nil {
+					res.Refused = append(res.Refused, refusal{n, reason(err)})
+				} else {
+					res.Created++
+				}
+				return nil
+			}
+			start := time.Now()
+			got, created, err := a.store.Restore(c.ctx, a.proj, rec)
+			res.count(n, got, created, start, err)
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("import %s: %w", pos[0], err)
+	}
+	sort.SliceStable(res.Refused, func(i, j int) bool { return res.Refused[i].Line < res.Refused[j].Line })
+	if f.JSON() {
+		if err := printJSON(c.stdout, res); err != nil {
+			return err
+		}
+	} else {
+		verb := "imported"
+		if res.DryRun {
+			verb = "would import"
+		}
+		fmt.Fprintf(c.stdout, "%s %d new, %d updated, %d unchanged; %d refused (of %d lines)\n",
+			verb, res.Created, res.Updated, res.Unchanged, len(res.Refused), res.Lines)
+		for _, r := range res.Refused {
+			fmt.Fprintf(c.stderr, "line %d refused: %s\n", r.Line, r.Reason)
+		}
+	}
+	if len(res.Refused) > 0 {
+		return fmt.Errorf("import %s: %d of %d lines refused", pos[0], len(res.Refused), res.Lines)
+	}
+	return nil
+}
+
+func runBackup(c *cli, args []string) error {
+	f := newFlags(c, "backup").withJSON()
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	return c.app(func(a *app, log *slog.Logger) error {
+		if err := a.store.Backup(c.ctx, pos[0]); err != nil {
+			return err
+		}
+		chk, err := memory.CheckFile(c.ctx, pos[0])
+		if err != nil {
+			return fmt.Errorf("the backup does not check out: %w", err)
+		}
+		fi, _ := os.Stat(pos[0])
+		out := struct {
+			Path    string `json:"path"`
+			Bytes   int64  `json:"bytes"`
+			Records int    `json:"records"`
+			Schema  int    `json:"schema_version"`
+		}{pos[0], fi.Size(), chk.Records, chk.Schema}
+		if f.JSON() {
+			return printJSON(c.stdout, out)
+		}
+		fmt.Fprintf(c.stdout, "backed up %d records (%s) to %s; integrity ok\n", out.Records, size(out.Bytes), out.Path)
+		return nil
+	})
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func runRestore(c *cli, args []string) error {
+	f := newFlags(c, "restore").withJSON()
+	pos, err := f.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(c.getenv)
+	if err != nil {
+		return err
+	}
+	src := pos[0]
+	keep := cfg.DBPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(keep); os.IsNotExist(err) {
+			break
+		}
+		keep = fmt.Sprintf("%s.before-restore-%s-%d", cfg.DBPath, time.Now().UTC().Format("20060102T150405Z"), i)
+	}
+	chk, err := memory.CheckFile(c.ctx, src)
+	if err != nil {
+		return fmt.Errorf("restore refused, nothing changed: %w", err)
+	}
+	st, openErr := memory.Open(c.ctx, cfg.DBPath, nil)
+	if openErr == nil {
+		var bar *progress
+		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) {
+			if bar == nil {
+				bar = c.progress("restoring", total)
+			}
+			bar.add(done - bar.done)
+		})
+		if bar != nil {
+			bar.finish()
+		}
+		st.Close()
+		if err != nil {
+			return err
+		}
+	} else {
+		// The current database cannot be opened (corrupt, or not a
+		// database): set it aside as it is and put a copy of src in its place.
+		if err := replaceFile(cfg.DBPath, src, keep); err != nil {
+			return fmt.Errorf("restore: the current database does not open (%v), and replacing it failed: %w", openErr, err)
+		}
+		st, err := memory.Open(c.ctx, cfg.DBPath, nil)
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		st.Close()
+	}
+	// The restored records of this project whose files are gone get their
+	// files back, rather than being deleted by the next sync for lack of
+	// them; files on disk stay canonical.
+	err = c.app(func(a *app, log *slog.Logger) error {
+		dir := a.dir.Path()
+		if _, err := a.store.ReleaseMissingFiles(c.ctx, a.cfg.Project, func(stem string) bool {
+			_, err := os.Lstat(filepath.Join(dir, stem+".md"))
+			return os.IsNotExist(err)
+		}); err != nil {
+			return err
+		}
+		rep, err := a.sync(c.ctx)
+		printProblems(c.stderr, problems(rep))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("restore: bring the markdown files up to date: %w", err)
+	}
+	out := struct {
+		Restored string `json:"restored"`
+		Into     string `json:"into"`
+		Records  int    `json:"records"`
+		Kept     string `json:"kept"`
+	}{src, cfg.DBPath, chk.Records, keep}
+	if f.JSON() {
+		return printJSON(c.stdout, out)
+	}
+	fmt.Fprintf(c.stdout, "restored %d records from %s into %s\nthe replaced database is kept at %s\n", out.Records, src, cfg.DBPath, keep)
+	return nil
+}
+
+// replaceFile moves db (and its -wal and -shm files) to keep and copies src
+// to db, 0600.
+func replaceFile(db, src, keep string) error {
+	if _, err := os.Lstat(keep); err == nil {
+		return fmt.Errorf("%s exists", keep)
+	}
+	if _, err := os.Stat(db); err == nil {
+		if err := os.Rename(db, keep); err != nil {
+			return err
+		}
+	}
+	for _, sfx := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(db + sfx); err == nil {
+			if err := os.Rename(db+sfx, keep+sfx); err != nil {
+				return err
+			}
+		}
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(db, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// count adds one write's outcome: a record whose content did not change
+// keeps its old updated_at.
+func (res *importResult) count(line int, got memory.Record, created bool, start time.Time, err error) {
+	switch {
+	case err != nil:
+		res.Refused = append(res.Refused, refusal{line, reason(err)})
+	case created:
+		res.Created++
+	case got.UpdatedAt.Before(start):
+		res.Unchanged++
+	default:
+		res.Updated++
+	}
+}
+
+// safeOut refuses an export target that is the database, one of its
+// companion files, or any SQLite database: replacing it would lose it.
+func safeOut(out, db string) error {
+	fi, err := os.Stat(out)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory", out)
+	}
+	for _, f := range []string{db, db + "-wal", db + "-shm", db + "-journal"} {
+		if dfi, err := os.Stat(f); err == nil && os.SameFile(fi, dfi) {
+			return fmt.Errorf("%s is the database itself; choose another file", out)
+		}
+	}
+	head := make([]byte, 16)
+	if f, err := os.Open(out); err == nil {
+		n, _ := io.ReadFull(f, head)
+		f.Close()
+		if string(head[:n]) == "SQLite format 3\x00" {
+			return fmt.Errorf("%s is a SQLite database, not an export; choose another file", out)
+		}
+	}
+	return nil
+}

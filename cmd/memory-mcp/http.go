@@ -1,0 +1,427 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"prom.codes/memory-mcp/memory"
+)
+
+// maxBody caps a request body: a record's body is at most 64 KiB, and a
+// capture a few of those.
+const maxBody = 1 << 20
+
+// httpOptions are serve --http's flags.
+type httpOptions struct {
+	addr, certFile, keyFile string
+	rate                    float64       // requests per second per token
+	timeout                 time.Duration // to read a request's header, and then its body
+}
+
+const serveUsage = `Usage: memory-mcp serve --http ADDR [--tls-cert FILE --tls-key FILE] [--rate N] [--timeout D]
+
+Serves MCP over Streamable HTTP at http://ADDR/mcp to callers bearing a token
+made with "memory-mcp token create"; GET /healthz answers 200 while the
+database does. SIGTERM or Ctrl-C finishes the requests in flight and exits.
+`
+
+// serveCmd is "serve" with flags: today only --http.
+func serveCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
+	var o httpOptions
+	fs.StringVar(&o.addr, "http", "", "serve MCP over HTTP on this address (host:port)")
+	fs.StringVar(&o.certFile, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, serve HTTPS")
+	fs.StringVar(&o.keyFile, "tls-key", "", "TLS private key file (PEM)")
+	fs.Float64Var(&o.rate, "rate", 20, "requests per second allowed to each token, in bursts of up to 5 seconds' worth")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long a client may take to send a request's header, and then its body")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.addr == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("serve: want --http ADDR")
+	}
+	if (o.certFile == "") != (o.keyFile == "") {
+		return errors.New("serve: --tls-cert and --tls-key go together")
+	}
+	if o.rate <= 0 || o.timeout <= 0 {
+		return errors.New("serve: --rate and --timeout must be positive")
+	}
+	return withApp(ctx, getenv, stderr, func(a *app, log *slog.Logger) error { return serveHTTP(ctx, a, log, o) })
+}
+
+// team serves every token's caller from one app: each token gets a server
+// of its own, seeing the store as its identity does.
+type team struct {
+	base    *app
+	log     *slog.Logger
+	limiter *limiter
+
+	mu      sync.Mutex
+	servers map[string]*server // by token id
+
+	inflight atomic.Int64 // requests being answered, not counting event streams
+}
+
+func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) error {
+	// The mirror belongs to one workspace; a team's callers have none.
+	if a.dir != nil {
+		a.dir.Close()
+	}
+	a.dir, a.proj = nil, memory.Project{}
+	go a.weaver.Preload()
+
+	t := &team{base: a, log: log, limiter: newLimiter(o.rate, 5*o.rate), servers: map[string]*server{}}
+	h := mcp.NewStreamableHTTPHandler(t.server, &mcp.StreamableHTTPOptions{
+		Logger:              quieter(log),
+		MaxRequestBodyBytes: maxBody,
+		SessionTimeout:      30 * time.Minute,
+		// The SDK refuses a loopback connection naming another host, against
+		// DNS rebinding of servers that trust whoever reaches them. Every
+		// request here must bear a token a web page cannot know, and a
+		// reverse proxy on this host forwards the public name.
+		DisableLocalhostProtection: true,
+	})
+	verify := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		tok, ok := ctx.Value(tokenKey{}).(memory.Token)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		// UserID binds a session to the token that opened it.
+		return &auth.TokenInfo{UserID: tok.ID}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", t.guard(verify(h), o.timeout))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.store.Ping(ctx); err != nil {
+			log.Warn("health check", "err", err)
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: o.timeout,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	scheme := "http"
+	if o.certFile != "" {
+		scheme = "https"
+	}
+	log.Info("serving", "url", scheme+"://"+ln.Addr().String()+"/mcp", "db", a.cfg.DBPath)
+
+	go t.purgeLoop(ctx, 10*time.Minute)
+	served := make(chan error, 1)
+	go func() {
+		if o.certFile != "" {
+			served <- hs.ServeTLS(ln, o.certFile, o.keyFile)
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	return t.drain(hs, served)
+}
+
+// drain stops taking requests, lets those in flight finish, then ends the
+// sessions, whose event streams would otherwise hold their connections open.
+func (t *team) drain(hs *http.Server, served chan error) error {
+	t.log.Info("draining")
+	shut, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- hs.Shutdown(shut) }()
+	for deadline := time.Now().Add(15 * time.Second); t.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.mu.Lock()
+	for _, srv := range t.servers {
+		for ss := range srv.mcp.Sessions() {
+			ss.Close()
+		}
+	}
+	t.mu.Unlock()
+	if err := <-done; err != nil {
+		// Connections still busy past the grace period are cut.
+		t.log.Warn("drain: closing connections still open", "err", err)
+		hs.Close()
+	}
+	<-served
+	t.log.Info("stopped")
+	return nil
+}
+
+func (t *team) purgeLoop(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if n, err := t.base.store.Purge(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				t.log.Warn("purge", "err", err)
+			} else if n > 0 {
+				t.log.Info("purged expired records", "count", n)
+			}
+		}
+	}
+}
+
+type tokenKey struct{}
+
+// server returns the MCP server of the request's token, made on first use.
+func (t *team) server(r *http.Request) *mcp.Server {
+	tok, ok := r.Context().Value(tokenKey{}).(memory.Token)
+	if !ok {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if srv, ok := t.servers[tok.ID]; ok {
+		return srv.mcp
+	}
+	a := *t.base
+	a.cfg.Project, a.proj = tok.Identity(), tok.Project()
+	log := t.log.With("token", tok.ID)
+	srv := newServer(&a, log)
+	srv.mcp.AddReceivingMiddleware(srv.freshInstructions, logCalls(log))
+	t.servers[tok.ID] = srv
+	return srv.mcp
+}
+
+// freshInstructions brings the index in the instructions up to date before
+// an initialize: a team server lives long, and nothing else refreshes it
+// for each identity.
+func (srv *server) freshInstructions(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" {
+			srv.refreshInstructions(ctx)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// logCalls logs every tool call with its outcome: ok, or the error's code.
+// Never the arguments or the result.
+func logCalls(log *slog.Logger) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			start := time.Now()
+			res, err := next(ctx, method, req)
+			tool := ""
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+				tool = p.Name
+			}
+			outcome := "ok"
+			if err != nil {
+				outcome = "error"
+			} else if r, ok := res.(*mcp.CallToolResult); ok && r.IsError {
+				outcome = "error"
+				if len(r.Content) > 0 {
+					if tc, ok := r.Content[0].(*mcp.TextContent); ok {
+						if code, _, ok := strings.Cut(tc.Text, ":"); ok && hasCode(tc.Text) {
+							outcome = code
+						}
+					}
+				}
+			}
+			log.Info("call", "method", method, "tool", tool, "outcome", outcome, "ms", time.Since(start).Milliseconds())
+			return res, err
+		}
+	}
+}
+
+// unauthorized is the one answer to every request without a live token:
+// it does not tell a missing token from a wrong or revoked one.
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="memory-mcp"`)
+	http.Error(w, "unauthorized", http.StatusUnauthorized)
+}
+
+// guard authenticates, rate-limits, caps and times the body of, and logs
+// every request before it reaches the MCP handler.
+func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		var tokID, method, tool string
+		defer func() {
+			t.log.Info("request", "token", tokID, "http", r.Method, "method", method, "tool", tool,
+				"status", sw.status, "ms", time.Since(start).Milliseconds())
+		}()
+		if r.Method != http.MethodGet {
+			t.inflight.Add(1)
+			defer t.inflight.Add(-1)
+		}
+		f := strings.Fields(r.Header.Get("Authorization"))
+		if len(f) != 2 || !strings.EqualFold(f[0], "Bearer") {
+			unauthorized(sw)
+			return
+		}
+		tok, err := t.base.store.Authenticate(r.Context(), f[1])
+		if errors.Is(err, memory.ErrNotFound) {
+			unauthorized(sw)
+			return
+		}
+		if err != nil {
+			t.log.Warn("authenticate", "err", err)
+			http.Error(sw, "store unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		tokID = tok.ID
+		if wait, ok := t.limiter.allow(tok.ID, time.Now()); !ok {
+			sw.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			http.Error(sw, "too many requests", http.StatusTooManyRequests)
+			return
+		}
+		if r.Body != nil && r.Method == http.MethodPost {
+			rc := http.NewResponseController(w)
+			rc.SetReadDeadline(time.Now().Add(timeout))
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+			if err != nil {
+				// The deadline stays passed, so the server does not wait
+				// for the rest of the body before answering.
+				sw.Header().Set("Connection", "close")
+				http.Error(sw, "could not read the request", http.StatusRequestTimeout)
+				return
+			}
+			rc.SetReadDeadline(time.Time{})
+			if len(body) > maxBody {
+				http.Error(sw, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			method, tool = peek(body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
+	})
+}
+
+// peek reads the JSON-RPC method, and the tool's name for a call, for the
+// log.
+func peek(body []byte) (method, tool string) {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return "", ""
+	}
+	if m.Method == "tools/call" {
+		tool = m.Params.Name
+	}
+	return clipName(m.Method), clipName(tool)
+}
+
+// clipName keeps what a client names short and printable in the log.
+func clipName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// limiter is a token bucket per key: rate a second, up to burst at once.
+type limiter struct {
+	rate, burst float64
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	level float64
+	at    time.Time
+}
+
+func newLimiter(rate, burst float64) *limiter {
+	return &limiter{rate: rate, burst: max(burst, 1), buckets: map[string]*bucket{}}
+}
+
+// allow takes one request from key's bucket, or says how long until one
+// would be allowed.
+func (l *limiter) allow(key string, now time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[key]
+	if !ok {
+		b = &bucket{level: l.burst, at: now}
+		l.buckets[key] = b
+	}
+	b.level = min(l.burst, b.level+now.Sub(b.at).Seconds()*l.rate)
+	b.at = now
+	if b.level >= 1 {
+		b.level--
+		return 0, true
+	}
+	return time.Duration((1 - b.level) / l.rate * float64(time.Second)), false
+}

@@ -1,0 +1,256 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"prom.codes/memory-mcp/scope"
+)
+
+func TestRestoreKeepsEveryField(t *testing.T) {
+	ctx := context.Background()
+	s, _ := mustOpen(t)
+	last := time.Date(2026, 4, 1, 9, 0, 0, 5, time.UTC)
+	exp := time.Date(2026, 5, 2, 9, 0, 0, 0, time.UTC)
+	in := Record{
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Scope: scope.Project, Type: Working, Key: "scratch",
+		Description: "d", Body: "b", Tags: []string{"x"}, Confidence: 0.7, UseCount: 4, LastAccessedAt: &last,
+		CreatedAt: time.Date(2026, 3, 1, 0, 0, 0, 1, time.UTC), UpdatedAt: time.Date(2026, 3, 2, 0, 0, 0, 2, time.UTC),
+		ExpiresAt: &exp, SessionID: "s", Source: FromCapture, Metadata: map[string]string{"k": "v"},
+	}
+	got, created, err := s.Restore(ctx, projA, in)
+	if err != nil || !created {
+		t.Fatalf("restore: %v created=%v", err, created)
+	}
+	if diff := cmp.Diff(in, got); diff != "" {
+		t.Errorf("returned record (-want +got):\n%s", diff)
+	}
+	read, err := s.Peek(ctx, projA.ID, Selector{ID: in.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(in, read); diff != "" {
+		t.Errorf("stored record (-want +got):\n%s", diff)
+	}
+
+	// The same id on another key is refused; a secret in any field is too.
+	other := in
+	other.Key = "other"
+	if _, _, err := s.Restore(ctx, projA, other); !errors.Is(err, ErrConflict) {
+		t.Errorf("id reused for another key: %v", err)
+	}
+	leak := in
+	leak.ID, leak.Key, leak.Body = "", "leak", "AKIA"+"Z7QW3RTY5UXP2KLM"+" is the key"
+	if _, _, err := s.Restore(ctx, projA, leak); !errors.Is(err, ErrSecretRejected) {
+		t.Errorf("secret body: %v", err)
+	}
+}
+
+func TestMoveProject(t *testing.T) {
+	ctx := context.Background()
+	s, _ := mustOpen(t)
+	from, to := scope.IdentityOf("/old"), scope.IdentityOf("/new")
+	a, _, err := s.Put(ctx, Project{ID: from}, Write{Type: Semantic, Key: "alpha", Body: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Put(ctx, Project{ID: from}, Write{Type: Working, Key: "beta", Body: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	// A copy of alpha, as a server at the new root reads it from the file.
+	if _, err := s.Import(ctx, to, Record{ID: a.ID, Type: Semantic, Key: "alpha", Body: "a"}, FileState{Stem: "alpha", Hash: "h"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.MoveProject(ctx, from, to, "/new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("moved %d records, want 2", n)
+	}
+	got, err := s.Peek(ctx, to, Selector{Key: "alpha", Type: Semantic})
+	if err != nil || got.ID != a.ID {
+		t.Errorf("alpha at the new root: %v, id %s want %s", err, got.ID, a.ID)
+	}
+	if _, err := s.Peek(ctx, from, Selector{Key: "beta"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("beta still at the old root: %v", err)
+	}
+	ps, err := s.Projects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 1 || ps[0].ID != to || ps[0].Root != "/new" || ps[0].Records != 2 {
+		t.Errorf("projects after the move: %+v", ps)
+	}
+	if _, err := s.MoveProject(ctx, from, to, "/new"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second move: %v", err)
+	}
+
+	// A record of the new root's own with a moving key stops the move.
+	third := scope.IdentityOf("/third")
+	if _, _, err := s.Put(ctx, Project{ID: third}, Write{Type: Semantic, Key: "alpha", Body: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MoveProject(ctx, to, third, "/third"); !errors.Is(err, ErrConflict) {
+		t.Errorf("move onto a root with its own alpha: %v", err)
+	}
+	if got, _ := s.Peek(ctx, to, Selector{Key: "alpha", Type: Semantic}); got.ID != a.ID {
+		t.Error("a refused move changed something")
+	}
+}
+
+// TestRestoreFromSeenByAnotherProcess: a second store on the same file,
+// like a server with it open, sees the restore through the change counters
+// it compares.
+func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "memory.db")
+	s1, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	// Records as the mirror's sync brings them in from their files.
+	p := Project{ID: scope.IdentityOf("/w")}
+	if _, err := s1.Import(ctx, p.ID, Record{Type: Semantic, Key: "alpha", Body: "a"}, FileState{Stem: "alpha", Hash: "ha"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "b.db")
+	if err := s1.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(backup); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("backup mode: %v %v", fi.Mode(), err)
+	}
+	if err := s1.Backup(ctx, backup); err == nil {
+		t.Fatal("backup overwrote a file")
+	}
+	if _, err := s1.Import(ctx, p.ID, Record{Type: Semantic, Key: "beta", Body: "b"}, FileState{Stem: "beta", Hash: "hb"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := s1.MirrorChangesSince(ctx, p.ID, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, err := s1.CountAll(ctx, p.ID)
+	if err != nil || n1 != 2 {
+		t.Fatalf("count before: %d %v", n1, err)
+	}
+
+	s2, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	var pages int
+	chk, err := s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), func(done, total int) {
+		if done > total || done < pages {
+			t.Errorf("progress %d of %d after %d", done, total, pages)
+		}
+		pages = done
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages == 0 {
+		t.Error("no progress reported")
+	}
+	if chk.Records != 1 {
+		t.Errorf("check says %d records, want 1", chk.Records)
+	}
+	ch, err := s1.MirrorChangesSince(ctx, p.ID, seen.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Version <= seen.Version {
+		t.Errorf("mirror version went from %d to %d", seen.Version, ch.Version)
+	}
+	if _, ok := ch.Changed["alpha"]; !ok {
+		t.Errorf("alpha not reported changed: %+v", ch)
+	}
+	if len(ch.Gone) != 1 || ch.Gone[0] != "beta" {
+		t.Errorf("beta not reported gone: %+v", ch.Gone)
+	}
+	if n, err := s1.CountAll(ctx, p.ID); err != nil || n != 1 {
+		t.Errorf("the other store counts %d after the restore, want 1 (%v)", n, err)
+	}
+	kept, err := CheckFile(ctx, filepath.Join(dir, "kept.db"))
+	if err != nil || kept.Records != 2 {
+		t.Errorf("kept database: %+v %v", kept, err)
+	}
+}
+
+func TestCheckFileRefuses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	text := filepath.Join(dir, "text")
+	if err := os.WriteFile(text, []byte("not a database at all, just some text that is long enough"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckFile(ctx, text); err == nil {
+		t.Error("text file passed")
+	}
+	if _, err := CheckFile(ctx, dir); err == nil {
+		t.Error("directory passed")
+	}
+	if _, err := CheckFile(ctx, filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing file passed")
+	}
+}
+
+// A server that searched before a restore finds what the restore brought
+// back, and nothing it took away, even where the restored file reuses the
+// rowids and change numbers of the records it replaced.
+func TestRestoreSeenBySearch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "memory.db")
+	s1, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	p := Project{ID: scope.IdentityOf("/w")}
+	if _, _, err := s1.Put(ctx, p, Write{Type: Semantic, Key: "kept", Body: "the harbour lighthouse"}); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "b.db")
+	if err := s1.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Delete(ctx, p, Selector{Type: Semantic, Key: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s1.Put(ctx, p, Write{Type: Semantic, Key: "later", Body: "a volcano erupting"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"volcano", "lighthouse"} {
+		if _, err := s1.Search(ctx, p.ID, SearchOptions{Query: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]int{"volcano": 0, "lighthouse": 1} {
+		hits, err := s1.Search(ctx, p.ID, SearchOptions{Query: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) != want {
+			t.Errorf("search %q after restore: %d hits, want %d", q, len(hits), want)
+		}
+	}
+}

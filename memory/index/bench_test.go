@@ -1,0 +1,56 @@
+package index
+
+import (
+	"strconv"
+	"testing"
+
+	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
+)
+
+// benchPartitions are a project's partition of n records' worth of
+// generated prose and a shared one a sixth its size.
+func benchPartitions(n int) []*Partition {
+	c := corpus.New(1)
+	parts := []*Partition{NewPartition(), NewPartition()}
+	for i := range n {
+		p := parts[0]
+		if i%6 == 0 {
+			p = parts[1]
+		}
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{
+			corpus.TermAt(uint64(i)%1000) + "-" + strconv.Itoa(i), c.Description(), c.Text(15 + c.Intn(200)), c.Term(),
+		}})
+	}
+	return parts
+}
+
+// BenchmarkSearch ranks the top 10 for a question of four to six
+// searchable words.
+func BenchmarkSearch(b *testing.B) {
+	for _, n := range []int{5_000, 20_000, 100_000} {
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			if testing.Short() && n > 20_000 {
+				b.Skip("-short: skipping the largest size")
+			}
+			parts := benchPartitions(n)
+			c := corpus.New(3)
+			qs := make([]Query, 64)
+			for i := range qs {
+				qs[i] = Query{Terms: Analyze(c.Query()), K: 10}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				Search(parts, qs[i%len(qs)], DefaultParams)
+			}
+		})
+	}
+}
+
+// BenchmarkAnalyze analyses a record's worth of prose.
+func BenchmarkAnalyze(b *testing.B) {
+	text := corpus.New(1).Text(120)
+	b.SetBytes(int64(len(text)))
+	for range b.N {
+		Analyze(text)
+	}
+}

@@ -1,0 +1,781 @@
+// Package index is the retrieval engine behind search: an inverted index of
+// records' text, kept in memory per partition, that ranks record ids for a
+// query with BM25F, MaxScore pruning and a phrase bonus. It knows nothing
+// of SQL, scopes or files: documents come in as ids and field texts, ranked
+// ids go out. It imports the standard library only.
+package index
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Field is one searchable part of a document.
+type Field uint8
+
+// The fields of a document.
+const (
+	Key Field = iota
+	Description
+	Body
+	Tags
+	NumFields
+)
+
+var fieldNames = [NumFields]string{"key", "description", "body", "tags"}
+
+func (f Field) String() string { return fieldNames[f] }
+
+// Params tune the ranking.
+type Params struct {
+	// Weights of the fields: a word in a key says more about a record than
+	// one deep in its body.
+	Weights [NumFields]float64
+	// B is BM25's length normalisation per field, K1 its saturation.
+	B  [NumFields]float64
+	K1 float64
+	// Phrase is the bonus, as a multiple of the best score among the
+	// candidates, for a document that holds every adjacent pair of query
+	// terms adjacent; one holding a share s of the pairs gets s² of it.
+	Phrase float64
+	// Half is the raw score that maps to 0.5 when scores are squeezed
+	// into 0..1.
+	Half float64
+}
+
+// DefaultParams are the parameters search uses. Light length
+// normalisation and early saturation (b 0.3, k1 0.6) found known records
+// by a few of their words more often than BM25's usual 0.75 and 1.2, and
+// lost nothing on the labelled sets (go run ./cmd/memory-bench -eval).
+var DefaultParams = Params{
+	Weights: [NumFields]float64{3, 2, 1, 2},
+	B:       [NumFields]float64{0.3, 0.3, 0.3, 0.3},
+	K1:      0.6,
+	Phrase:  1.0,
+	Half:    5,
+}
+
+// Doc is a document to index.
+type Doc struct {
+	ID     int64
+	Fields [NumFields]string
+}
+
+type posting struct {
+	doc uint32
+	tf  [NumFields]uint8
+}
+
+type doc struct {
+	id   int64
+	toks []byte            // term ids of every field, in order, as uvarints
+	ends [NumFields]uint32 // where each field's terms end in toks
+	lens [NumFields]uint32 // how many terms each field has
+	dead bool
+}
+
+func (d *doc) len(f Field) uint32 { return d.lens[f] }
+
+// field appends the term ids of field f to buf.
+func (d *doc) field(f Field, buf []uint32) []uint32 {
+	start := uint32(0)
+	if f > 0 {
+		start = d.ends[f-1]
+	}
+	b := d.toks[start:d.ends[f]]
+	for len(b) > 0 {
+		v, n := binary.Uvarint(b)
+		buf = append(buf, uint32(v))
+		b = b[n:]
+	}
+	return buf
+}
+
+// Partition is the index of one partition of documents. It is safe for
+// concurrent use.
+type Partition struct {
+	mu   sync.RWMutex
+	dict map[string]uint32
+	post [][]posting // by term id, in document order
+	df   []int32     // live documents holding each term
+	docs []doc
+	byID map[int64]uint32
+	live int
+	dead int
+	lens [NumFields]int64 // summed field lengths of live documents
+
+	// For each term, the most any of its postings gives per field
+	// (tf / (1 - b + b·length/ref), with DefaultParams' b), against
+	// reference average lengths ref: the bound MaxScore prunes with. It
+	// stays a bound as documents go; it is rebuilt when the averages
+	// drift far from ref.
+	ref  [NumFields]float64
+	maxr [][NumFields]float32
+
+	stop []bool // by term id: a stop-word, kept only for phrases
+}
+
+// NewPartition returns an empty partition.
+func NewPartition() *Partition {
+	return &Partition{dict: map[string]uint32{}, byID: map[int64]uint32{}}
+}
+
+// Len reports how many documents the partition holds.
+func (p *Partition) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.live
+}
+
+// Put adds d, replacing any document with its id.
+func (p *Partition) Put(d Doc) {
+	var fields [NumFields][]string
+	for f := range NumFields {
+		fields[f] = Sequence(d.Fields[f])
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	nd := doc{id: d.ID}
+	var toks []byte
+	for f := range NumFields {
+		for _, t := range fields[f] {
+			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
+			if !isStop(t) {
+				nd.lens[f]++
+			}
+		}
+		nd.ends[f] = uint32(len(toks))
+	}
+	nd.toks = slices.Clip(toks)
+	p.deleteLocked(d.ID)
+	p.addLocked(nd)
+}
+
+// termID returns t's id, adding it to the dictionary.
+func (p *Partition) termID(t string) uint32 {
+	id, ok := p.dict[t]
+	if !ok {
+		id = uint32(len(p.post))
+		// A copy: t may point into the document's whole text.
+		p.dict[strings.Clone(t)] = id
+		p.post = append(p.post, nil)
+		p.df = append(p.df, 0)
+		p.maxr = append(p.maxr, [NumFields]float32{})
+		p.stop = append(p.stop, isStop(t))
+	}
+	return id
+}
+
+func (p *Partition) addLocked(d doc) {
+	n := uint32(len(p.docs))
+	p.docs = append(p.docs, d)
+	p.byID[d.id] = n
+	p.live++
+	tfs := map[uint32]*[NumFields]uint8{}
+	var order []uint32
+	var fl []uint32
+	for f := range NumFields {
+		fl = d.field(f, fl[:0])
+		p.lens[f] += int64(d.lens[f])
+		for _, t := range fl {
+			if p.stop[t] {
+				continue
+			}
+			tf := tfs[t]
+			if tf == nil {
+				tf = new([NumFields]uint8)
+				tfs[t] = tf
+				order = append(order, t)
+			}
+			if tf[f] < math.MaxUint8 {
+				tf[f]++
+			}
+		}
+	}
+	for _, t := range order {
+		ps := posting{doc: n, tf: *tfs[t]}
+		p.post[t] = append(p.post[t], ps)
+		p.df[t]++
+		p.raise(t, ps)
+	}
+	p.checkRef()
+}
+
+// raise lifts term t's bounds to cover ps.
+func (p *Partition) raise(t uint32, ps posting) {
+	d := &p.docs[ps.doc]
+	for f := range NumFields {
+		if ps.tf[f] == 0 {
+			continue
+		}
+		r := float32(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(d.len(f))/p.ref[f]))
+		if r > p.maxr[t][f] {
+			p.maxr[t][f] = r
+		}
+	}
+}
+
+// checkRef rebuilds the bounds when the average lengths have moved more
+// than half again from the reference, so the bounds stay tight.
+func (p *Partition) checkRef() {
+	if p.live == 0 {
+		return
+	}
+	drift := false
+	for f := range NumFields {
+		avg := max(float64(p.lens[f])/float64(p.live), 1)
+		if p.ref[f] == 0 || avg > 1.5*p.ref[f] || avg < p.ref[f]/1.5 {
+			drift = true
+		}
+	}
+	if !drift {
+		return
+	}
+	for f := range NumFields {
+		p.ref[f] = max(float64(p.lens[f])/float64(p.live), 1)
+	}
+	for t, list := range p.post {
+		p.maxr[t] = [NumFields]float32{}
+		for _, ps := range list {
+			if !p.docs[ps.doc].dead {
+				p.raise(uint32(t), ps)
+			}
+		}
+	}
+}
+
+// Trim gives back the room the partition's lists keep for growth, after
+// a bulk load.
+func (p *Partition) Trim() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t, list := range p.post {
+		if cap(list) > len(list) {
+			p.post[t] = slices.Clone(list)
+		}
+	}
+	p.docs = slices.Clip(p.docs)
+	p.post, p.df, p.maxr, p.stop = slices.Clip(p.post), slices.Clip(p.df), slices.Clip(p.maxr), slices.Clip(p.stop)
+}
+
+// Delete removes the document with id, if the partition holds it.
+func (p *Partition) Delete(id int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.deleteLocked(id)
+}
+
+func (p *Partition) deleteLocked(id int64) {
+	n, ok := p.byID[id]
+	if !ok {
+		return
+	}
+	delete(p.byID, id)
+	d := &p.docs[n]
+	d.dead = true
+	p.live--
+	p.dead++
+	seen := map[uint32]bool{}
+	var fl []uint32
+	for f := range NumFields {
+		fl = d.field(f, fl[:0])
+		p.lens[f] -= int64(d.lens[f])
+		for _, t := range fl {
+			if !seen[t] && !p.stop[t] {
+				seen[t] = true
+				p.df[t]--
+			}
+		}
+	}
+	if p.dead > 256 && p.dead > p.live/2 {
+		p.compactLocked()
+	}
+}
+
+// compactLocked rebuilds the postings without dead documents.
+func (p *Partition) compactLocked() {
+	old := p.docs
+	p.docs = make([]doc, 0, p.live)
+	p.byID = make(map[int64]uint32, p.live)
+	for t := range p.post {
+		p.post[t] = p.post[t][:0]
+		p.df[t] = 0
+		p.maxr[t] = [NumFields]float32{}
+	}
+	p.ref = [NumFields]float64{}
+	p.live, p.dead = 0, 0
+	p.lens = [NumFields]int64{}
+	for _, d := range old {
+		if !d.dead {
+			p.addLocked(d)
+		}
+	}
+	for t := range p.post {
+		if len(p.post[t]) == 0 {
+			p.post[t] = nil
+		}
+	}
+}
+
+// Query is a ranked retrieval.
+type Query struct {
+	// Terms are the analysed query terms in order (see Analyze).
+	Terms []string
+	// Phrase is the query as a Sequence, stop-words in place, for the
+	// phrase bonus; nil means Terms.
+	Phrase []string
+	// K is how many results to return.
+	K int
+	// Accept, when set, reports whether a document may be returned; it
+	// is asked only of documents that could rank.
+	Accept func(id int64) bool
+	// Exhaustive scores every posting, for tests of the pruning.
+	Exhaustive bool
+}
+
+// Result is one ranked document.
+type Result struct {
+	ID     int64
+	Score  float64 // 0..1
+	Raw    float64 // the unsqueezed score
+	Terms  []string
+	Fields []Field // fields holding any of Terms
+}
+
+type cand struct {
+	score float64
+	id    int64
+	part  int
+	doc   uint32
+}
+
+// better orders candidates: higher score first, then the larger id (the
+// newer record).
+func better(a, b cand) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.id > b.id
+}
+
+// Search ranks the documents of parts for q, with statistics (document
+// counts, lengths, document frequencies) summed over parts only.
+func Search(parts []*Partition, q Query, prm Params) []Result {
+	for _, p := range parts {
+		p.mu.RLock()
+		defer p.mu.RUnlock()
+	}
+	if q.K <= 0 || len(q.Terms) == 0 {
+		return nil
+	}
+	uniq := unique(q.Terms)
+	var n float64
+	var lens [NumFields]float64
+	for _, p := range parts {
+		n += float64(p.live)
+		for f := range NumFields {
+			lens[f] += float64(p.lens[f])
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	var avg [NumFields]float64
+	for f := range NumFields {
+		avg[f] = max(lens[f]/n, 1)
+	}
+	idf := make([]float64, len(uniq))
+	for i, t := range uniq {
+		var df float64
+		for _, p := range parts {
+			if id, ok := p.dict[t]; ok {
+				df += float64(p.df[id])
+			}
+		}
+		idf[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	s := scorer{prm: prm, avg: avg}
+	// Candidates for the phrase bonus: more than are shown, so a record
+	// holding the exact phrase but ranked a little lower still rises.
+	pool := max(q.K*2, 20)
+	h := &topK{k: pool}
+	for pi, p := range parts {
+		s.search(p, pi, uniq, idf, q, h)
+	}
+	cands := h.items
+	phrasal := prm.Phrase > 0 && (len(q.Terms) > 1 || len(q.Phrase) > 1)
+	if phrasal {
+		// A record holding the whole phrase may score below the pool on
+		// words alone (a short mention among records that repeat the
+		// words); find those among the records holding every word.
+		in := map[[2]int64]bool{}
+		for _, c := range cands {
+			in[[2]int64{int64(c.part), int64(c.doc)}] = true
+		}
+		for pi, p := range parts {
+			cands = s.phraseCands(p, pi, q, uniq, idf, in, cands)
+		}
+	}
+	ids := make([][]uint32, len(parts)) // the phrase's term ids per partition
+	for pi, p := range parts {
+		ids[pi] = phraseIDs(p, q)
+	}
+	if phrasal {
+		// The bonus is measured against the best score in the pool, so
+		// that a record holding the whole phrase rises above every record
+		// holding the words apart, whatever the idf of the words.
+		var top float64
+		for _, c := range cands {
+			top = max(top, c.score)
+		}
+		for i := range cands {
+			c := &cands[i]
+			d := &parts[c.part].docs[c.doc]
+			share := pairShare(d, ids[c.part], parts[c.part].stop)
+			c.score += prm.Phrase * share * share * top
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
+	cands = cands[:min(len(cands), q.K)]
+	out := make([]Result, len(cands))
+	for i, c := range cands {
+		r := Result{ID: c.id, Raw: c.score, Score: squeeze(c.score, prm.Half)}
+		d := &parts[c.part].docs[c.doc]
+		var inField [NumFields]bool
+		for ti, t := range uniq {
+			id, ok := parts[c.part].dict[t]
+			if !ok {
+				continue
+			}
+			found := false
+			for f := range NumFields {
+				if slices.Contains(d.field(f, nil), id) {
+					inField[f], found = true, true
+				}
+			}
+			if found {
+				r.Terms = append(r.Terms, uniq[ti])
+			}
+		}
+		for f := range NumFields {
+			if inField[f] {
+				r.Fields = append(r.Fields, f)
+			}
+		}
+		out[i] = r
+	}
+	return out
+}
+
+func squeeze(raw, half float64) float64 {
+	if raw <= 0 {
+		return 0
+	}
+	return math.Round(raw/(raw+half)*1e4) / 1e4
+}
+
+func unique(ts []string) []string {
+	var out []string
+	for _, t := range ts {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// phraseIDs are the term ids of q's phrase in p, MaxUint32 for a term p
+// lacks.
+func phraseIDs(p *Partition, q Query) []uint32 {
+	seq := q.Phrase
+	if seq == nil {
+		seq = q.Terms
+	}
+	ids := make([]uint32, len(seq))
+	for i, t := range seq {
+		id, ok := p.dict[t]
+		if !ok {
+			id = math.MaxUint32
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// pairShare is the share of the query's adjacent term pairs (a pair of
+// stop-words aside) that stand adjacent, in order, within one field of d.
+func pairShare(d *doc, q []uint32, stop []bool) float64 {
+	var fields [NumFields][]uint32
+	var buf []uint32
+	for f := range NumFields {
+		n := len(buf)
+		buf = d.field(f, buf)
+		fields[f] = buf[n:len(buf):len(buf)]
+	}
+	pairs, found := 0, 0
+	for i := 0; i+1 < len(q); i++ {
+		a, b := q[i], q[i+1]
+		if a == b || a != math.MaxUint32 && b != math.MaxUint32 && stop[a] && stop[b] {
+			continue
+		}
+		pairs++
+		if a == math.MaxUint32 || b == math.MaxUint32 {
+			continue
+		}
+	fields:
+		for _, fl := range fields {
+			for j := 0; j+1 < len(fl); j++ {
+				if fl[j] == a && fl[j+1] == b {
+					found++
+					break fields
+				}
+			}
+		}
+	}
+	if pairs == 0 {
+		return 0
+	}
+	return float64(found) / float64(pairs)
+}
+
+type scorer struct {
+	prm Params
+	avg [NumFields]float64
+}
+
+// term scores one posting.
+func (s *scorer) term(p *Partition, ps posting, idf float64) float64 {
+	d := &p.docs[ps.doc]
+	var w float64
+	for f := range NumFields {
+		if ps.tf[f] == 0 {
+			continue
+		}
+		l := float64(d.lens[f])
+		w += s.prm.Weights[f] * float64(ps.tf[f]) / (1 - s.prm.B[f] + s.prm.B[f]*l/s.avg[f])
+	}
+	return idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
+}
+
+// bound is the most term id can add to a document's score in p.
+func (s *scorer) bound(p *Partition, id uint32, idf float64) float64 {
+	loose := idf * (s.prm.K1 + 1)
+	if s.prm.B != DefaultParams.B || p.ref[0] == 0 {
+		return loose
+	}
+	var w float64
+	for f := range NumFields {
+		w += s.prm.Weights[f] * float64(p.maxr[id][f]) * max(1, s.avg[f]/p.ref[f])
+	}
+	// float32 bounds round; a little headroom keeps them bounds.
+	w *= 1.0001
+	return min(loose, idf*w*(s.prm.K1+1)/(s.prm.K1+w))
+}
+
+// maxPhraseChecks caps the records holding every query word that are
+// checked for the phrase in one partition, and maxPhraseWalk the postings
+// walked to find them.
+const (
+	maxPhraseChecks = 1000
+	maxPhraseWalk   = 20000
+)
+
+// phraseCands adds to cands the records of p that hold q's terms as a
+// phrase and are not among them yet.
+func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in map[[2]int64]bool, cands []cand) []cand {
+	cs := make([]*cursor, 0, len(uniq))
+	for i, t := range uniq {
+		id, ok := p.dict[t]
+		if !ok || p.df[id] == 0 {
+			return cands
+		}
+		cs = append(cs, &cursor{list: p.post[id], idf: idf[i]})
+	}
+	sort.Slice(cs, func(i, j int) bool { return len(cs[i].list) < len(cs[j].list) })
+	if len(cs[0].list) > maxPhraseWalk {
+		return cands
+	}
+	checks := 0
+	seq := phraseIDs(p, q)
+walk:
+	for _, ps := range cs[0].list {
+		d := &p.docs[ps.doc]
+		if d.dead || in[[2]int64{int64(pi), int64(ps.doc)}] {
+			continue
+		}
+		score := s.term(p, ps, cs[0].idf)
+		for _, c := range cs[1:] {
+			c.seek(ps.doc)
+			if c.doc() != ps.doc {
+				continue walk
+			}
+			score += s.term(p, c.list[c.pos], c.idf)
+		}
+		if checks++; checks > maxPhraseChecks {
+			break
+		}
+		if pairShare(d, seq, p.stop) < 1 || q.Accept != nil && !q.Accept(d.id) {
+			continue
+		}
+		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: ps.doc})
+	}
+	return cands
+}
+
+type cursor struct {
+	list []posting
+	pos  int
+	idf  float64
+	ub   float64
+}
+
+func (c *cursor) doc() uint32 {
+	if c.pos < len(c.list) {
+		return c.list[c.pos].doc
+	}
+	return math.MaxUint32
+}
+
+// seek moves to the first posting at or after doc.
+func (c *cursor) seek(d uint32) {
+	if c.doc() >= d {
+		return
+	}
+	// Gallop, then binary search.
+	step := 1
+	lo := c.pos
+	hi := c.pos + step
+	for hi < len(c.list) && c.list[hi].doc < d {
+		lo = hi
+		step *= 2
+		hi = c.pos + step
+	}
+	hi = min(hi, len(c.list))
+	c.pos = lo + sort.Search(hi-lo, func(i int) bool { return c.list[lo+i].doc >= d })
+}
+
+// search runs MaxScore over one partition, adding to h. Cursors are kept
+// in order of their upper bounds; those whose bounds together cannot lift
+// a document above the current k-th score are not walked, only probed for
+// documents the others found.
+func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Query, h *topK) {
+	var cs []*cursor
+	for i, t := range terms {
+		id, ok := p.dict[t]
+		if !ok || p.df[id] == 0 {
+			continue
+		}
+		cs = append(cs, &cursor{list: p.post[id], idf: idf[i], ub: s.bound(p, id, idf[i])})
+	}
+	if len(cs) == 0 {
+		return
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].ub < cs[j].ub })
+	prefix := make([]float64, len(cs))
+	var sum float64
+	for i, c := range cs {
+		sum += c.ub
+		prefix[i] = sum
+	}
+	ne := 0 // cursors before ne are non-essential
+	for {
+		theta := h.threshold()
+		if !q.Exhaustive {
+			for ne < len(cs) && prefix[ne] < theta {
+				ne++
+			}
+		}
+		if ne == len(cs) {
+			return
+		}
+		next := uint32(math.MaxUint32)
+		for _, c := range cs[ne:] {
+			next = min(next, c.doc())
+		}
+		if next == math.MaxUint32 {
+			return
+		}
+		d := &p.docs[next]
+		var score float64
+		for _, c := range cs[ne:] {
+			if c.doc() == next {
+				score += s.term(p, c.list[c.pos], c.idf)
+				c.pos++
+			}
+		}
+		if d.dead {
+			continue
+		}
+		if ne > 0 && score+prefix[ne-1] < theta {
+			continue
+		}
+		if q.Accept != nil && !q.Accept(d.id) {
+			continue
+		}
+		for i := ne - 1; i >= 0; i-- {
+			if score+prefix[i] < theta {
+				break
+			}
+			c := cs[i]
+			c.seek(next)
+			if c.doc() == next {
+				score += s.term(p, c.list[c.pos], c.idf)
+			}
+		}
+		h.push(cand{score: score, id: d.id, part: pi, doc: next})
+	}
+}
+
+// topK keeps the k best candidates in a min-heap.
+type topK struct {
+	k     int
+	items []cand
+}
+
+func (h *topK) threshold() float64 {
+	if len(h.items) < h.k {
+		return 0
+	}
+	return h.items[0].score
+}
+
+func (h *topK) push(c cand) {
+	if len(h.items) < h.k {
+		h.items = append(h.items, c)
+		// sift up
+		i := len(h.items) - 1
+		for i > 0 {
+			parent := (i - 1) / 2
+			if !better(h.items[parent], h.items[i]) {
+				break
+			}
+			h.items[parent], h.items[i] = h.items[i], h.items[parent]
+			i = parent
+		}
+		return
+	}
+	if !better(c, h.items[0]) {
+		return
+	}
+	h.items[0] = c
+	i := 0
+	for {
+		l, r := 2*i+1, 2*i+2
+		worst := i
+		if l < len(h.items) && better(h.items[worst], h.items[l]) {
+			worst = l
+		}
+		if r < len(h.items) && better(h.items[worst], h.items[r]) {
+			worst = r
+		}
+		if worst == i {
+			return
+		}
+		h.items[i], h.items[worst] = h.items[worst], h.items[i]
+		i = worst
+	}
+}

@@ -1,0 +1,226 @@
+package index
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestAnalyze(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"The tests are running", []string{"test", "run"}},
+		{"ÜBER Straße", []string{"uber", "strass"}},
+		{"école Ecole", []string{"ecol", "ecol"}},
+		{"e\u0301cole", []string{"ecol"}}, // decomposed accent
+		{"go make test", []string{"go", "make", "test"}},
+		{"use --force", []string{"use", "--force", "forc"}},
+		{"run ./cmd/x build", []string{"run", "./cmd/x", "cmd", "x", "build"}},
+		{"set max_conns.", []string{"set", "max_conns", "max", "conn"}},
+		{"api.v2 (foo)", []string{"api.v2", "api", "v2", "foo"}},
+		{"中文搜索", []string{"中文", "文搜", "搜索"}},
+		{"字", []string{"字"}},
+		{"go语言", []string{"go", "语言"}},
+		{"configure configured configuring", []string{"configur", "configur", "configur"}},
+		{"the and of", nil},
+	} {
+		if got := Analyze(c.in); !cmp.Equal(got, c.want) {
+			t.Errorf("Analyze(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestStem(t *testing.T) {
+	for in, want := range map[string]string{
+		"tests": "test", "testing": "test", "tested": "test", "test": "test",
+		"deploys": "deploi", "deploying": "deploi", "deploy": "deploi", "making": "make", "make": "make",
+		"hopping": "hop", "hoping": "hope", "caresses": "caress", "ponies": "poni",
+		"agreed": "agre", "go": "go", "v1": "v1", "running": "run", "status": "status",
+	} {
+		if got := Stem(in); got != want {
+			t.Errorf("Stem(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func search(parts []*Partition, q string, k int) []Result {
+	return Search(parts, Query{Terms: Analyze(q), K: k}, DefaultParams)
+}
+
+func ids(rs []Result) []int64 {
+	var out []int64
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func TestRankingAndWhy(t *testing.T) {
+	p := NewPartition()
+	p.Put(Doc{ID: 1, Fields: [NumFields]string{"filler", "", "we run the tests in the ci pipeline"}})
+	p.Put(Doc{ID: 2, Fields: [NumFields]string{"db-migrations", "How migrations run", "Apply database migrations with goose.", "db"}})
+	p.Put(Doc{ID: 3, Fields: [NumFields]string{"deploys", "", "Deploys go through staging."}})
+	got := search([]*Partition{p}, "database migrations", 10)
+	if len(got) != 1 || got[0].ID != 2 {
+		t.Fatalf("results %v", ids(got))
+	}
+	if !cmp.Equal(got[0].Terms, []string{"databas", "migration"}) || !cmp.Equal(got[0].Fields, []Field{Key, Description, Body}) {
+		t.Errorf("why: %q in %v", got[0].Terms, got[0].Fields)
+	}
+	if s := got[0].Score; s <= 0 || s >= 1 {
+		t.Errorf("score %v", s)
+	}
+	// Updates replace, deletes remove.
+	p.Put(Doc{ID: 2, Fields: [NumFields]string{"db-migrations", "", "Schema changes go through atlas."}})
+	if got := search([]*Partition{p}, "goose", 10); len(got) != 0 {
+		t.Errorf("old text still found: %v", ids(got))
+	}
+	if got := search([]*Partition{p}, "atlas", 10); len(got) != 1 {
+		t.Errorf("new text not found: %v", ids(got))
+	}
+	p.Delete(2)
+	if got := search([]*Partition{p}, "atlas migrations", 10); len(got) != 0 || p.Len() != 2 {
+		t.Errorf("deleted document found: %v (len %d)", ids(got), p.Len())
+	}
+}
+
+func TestExactPhraseFirst(t *testing.T) {
+	p := NewPartition()
+	// Many records hold the words; one holds them as the phrase.
+	for i := range 300 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("n%d", i), "", "the build cache is warm after every nightly run"}})
+	}
+	p.Put(Doc{ID: 1000, Fields: [NumFields]string{"x", "", "notes: a nightly build warms the cache"}})
+	got := search([]*Partition{p}, "nightly build warms the cache", 5)
+	if len(got) == 0 || got[0].ID != 1000 {
+		t.Fatalf("top %v, want 1000 first", ids(got))
+	}
+}
+
+func TestPartitionStatistics(t *testing.T) {
+	a, b, shared := NewPartition(), NewPartition(), NewPartition()
+	a.Put(Doc{ID: 1, Fields: [NumFields]string{"", "", "postgres tuning notes"}})
+	a.Put(Doc{ID: 2, Fields: [NumFields]string{"", "", "redis notes"}})
+	shared.Put(Doc{ID: 3, Fields: [NumFields]string{"", "", "global postgres default"}})
+	before := search([]*Partition{a, shared}, "postgres", 10)
+	// B's volume must not move A's scores.
+	for i := range 500 {
+		b.Put(Doc{ID: int64(1000 + i), Fields: [NumFields]string{"", "", "postgres postgres everywhere"}})
+	}
+	after := search([]*Partition{a, shared}, "postgres", 10)
+	if !cmp.Equal(before, after) {
+		t.Errorf("scores moved with another partition:\n%v\n%v", before, after)
+	}
+	if got := ids(after); !cmp.Equal(got, []int64{1, 3}) && !cmp.Equal(got, []int64{3, 1}) {
+		t.Errorf("ids %v", got)
+	}
+}
+
+func TestAccept(t *testing.T) {
+	p := NewPartition()
+	for i := range 20 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{"", "", "alpha beta"}})
+	}
+	got := Search([]*Partition{p}, Query{Terms: Analyze("alpha"), K: 5, Accept: func(id int64) bool { return id%2 == 1 }}, DefaultParams)
+	if len(got) != 5 {
+		t.Fatalf("%d results", len(got))
+	}
+	for _, r := range got {
+		if r.ID%2 != 1 {
+			t.Errorf("rejected id %d returned", r.ID)
+		}
+	}
+}
+
+// TestPruningMatchesExhaustive checks on random corpora that MaxScore
+// returns the same top k as scoring every posting.
+func TestPruningMatchesExhaustive(t *testing.T) {
+	vocab := make([]string, 300)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("w%dq", i)
+	}
+	word := func(r *rand.Rand) string {
+		// Zipf-like: a few words are everywhere.
+		return vocab[int(math.Pow(r.Float64(), 3)*float64(len(vocab)))]
+	}
+	text := func(r *rand.Rand, n int) string {
+		s := ""
+		for range n {
+			s += word(r) + " "
+		}
+		return s
+	}
+	for seed := range int64(40) {
+		r := rand.New(rand.NewSource(seed))
+		parts := []*Partition{NewPartition(), NewPartition()}
+		n := 50 + r.Intn(400)
+		for i := range n {
+			p := parts[r.Intn(2)]
+			p.Put(Doc{ID: int64(i), Fields: [NumFields]string{text(r, 1+r.Intn(2)), text(r, r.Intn(6)), text(r, r.Intn(60)), text(r, r.Intn(3))}})
+			if r.Intn(10) == 0 {
+				p.Delete(int64(r.Intn(i + 1)))
+			}
+		}
+		for range 20 {
+			q := Analyze(text(r, 1+r.Intn(5)))
+			k := 1 + r.Intn(15)
+			accept := func(id int64) bool { return id%7 != 0 }
+			prm := DefaultParams
+			prm.Phrase = 0 // compare the ranking the pruning decides
+			fast := Search(parts, Query{Terms: q, K: k, Accept: accept}, prm)
+			slow := Search(parts, Query{Terms: q, K: k, Accept: accept, Exhaustive: true}, prm)
+			if len(fast) != len(slow) {
+				t.Fatalf("seed %d %q: %d results, exhaustive %d", seed, q, len(fast), len(slow))
+			}
+			for i := range fast {
+				if math.Abs(fast[i].Raw-slow[i].Raw) > 1e-9 {
+					t.Fatalf("seed %d %q k %d: rank %d scores %v, exhaustive %v", seed, q, k, i, fast[i].Raw, slow[i].Raw)
+				}
+			}
+			// Where scores differ clearly, the ids agree.
+			if len(fast) > 0 && !slices.Equal(distinctIDs(fast), distinctIDs(slow)) {
+				t.Fatalf("seed %d %q: ids %v, exhaustive %v", seed, q, ids(fast), ids(slow))
+			}
+		}
+	}
+}
+
+// distinctIDs are the ids whose scores differ from their neighbours'.
+func distinctIDs(rs []Result) []int64 {
+	var out []int64
+	for i, r := range rs {
+		if (i == 0 || rs[i-1].Raw-r.Raw > 1e-9) && (i == len(rs)-1 || r.Raw-rs[i+1].Raw > 1e-9) {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
+func TestCompaction(t *testing.T) {
+	p := NewPartition()
+	for i := range 2000 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{"", "", fmt.Sprintf("common word%d", i)}})
+	}
+	for i := range 1800 {
+		p.Delete(int64(i))
+	}
+	if p.Len() != 200 {
+		t.Fatalf("len %d", p.Len())
+	}
+	got := search([]*Partition{p}, "common", 300)
+	if len(got) != 200 {
+		t.Fatalf("%d results after deletes", len(got))
+	}
+	if got := search([]*Partition{p}, "word1999", 3); len(got) != 1 || got[0].ID != 1999 {
+		t.Errorf("word1999: %v", ids(got))
+	}
+	if len(p.docs) >= 2000 {
+		t.Errorf("never compacted: %d documents kept", len(p.docs))
+	}
+}

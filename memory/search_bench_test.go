@@ -1,0 +1,62 @@
+package memory
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
+)
+
+// BenchmarkSearchSizes is BenchmarkSearch at the sizes the search engine
+// is held to: 5,000 and 20,000 records, and 100,000 without -short. The
+// first search of a run loads the index and is not timed.
+func BenchmarkSearchSizes(b *testing.B) {
+	for _, n := range []int{5_000, 20_000, 100_000} {
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			if testing.Short() && n > 20_000 {
+				b.Skip("-short: skipping the largest size")
+			}
+			s := openBench(b, n)
+			c := corpus.New(benchSeed + 2)
+			qs := make([]string, 64)
+			for i := range qs {
+				qs[i] = c.Query()
+			}
+			measure(b, func(ctx context.Context, i int) error {
+				_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
+				return err
+			})
+		})
+	}
+}
+
+// BenchmarkSearchLoad loads the search index of a project and the shared
+// bucket from scratch, as a process's first search does, and reports the
+// heap it keeps. A load takes most of a second at 20,000 records; -short
+// skips that size.
+func BenchmarkSearchLoad(b *testing.B) {
+	for _, n := range []int{5_000, 20_000} {
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			if testing.Short() && n > 5_000 {
+				b.Skip("-short: skipping the larger size")
+			}
+			s := openBench(b, n)
+			var before, after runtime.MemStats
+			for i := range b.N {
+				s.search = searchIndex{}
+				if i == b.N-1 {
+					runtime.GC()
+					runtime.ReadMemStats(&before)
+				}
+				if _, err := s.Search(context.Background(), benchProjects[0].ID, SearchOptions{Query: "test deploy"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "MiB-kept")
+		})
+	}
+}
