@@ -77,6 +77,10 @@ const (
 	MaxMetadataBytes  = 4 << 10
 )
 
+// MaxTTL is the longest time to live a record may be given: a hundred
+// years, far from where an expiry would overflow into the past.
+const MaxTTL = 100 * 365 * 24 * time.Hour
+
 // Record is one memory.
 type Record struct {
 	ID             string            `json:"id"`

@@ -128,8 +128,8 @@ func validate(w *Write) error {
 			return err
 		}
 	}
-	if w.TTL != nil && *w.TTL <= 0 {
-		return Errorf(CodeInvalidArgument, "ttl_seconds", "must be positive")
+	if w.TTL != nil && (*w.TTL <= 0 || *w.TTL > MaxTTL) {
+		return Errorf(CodeInvalidArgument, "ttl_seconds", "must be between 1 and %d (100 years)", int64(MaxTTL/time.Second))
 	}
 	if err := checkMetadata(w.Metadata); err != nil {
 		return err

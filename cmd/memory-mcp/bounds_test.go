@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestReadTypesFilter weaves only the types asked for.
@@ -64,4 +67,42 @@ func walkSchema(t *testing.T, path string, v any) {
 	}
 	walkSchema(t, path+"[]", s["items"])
 	walkSchema(t, path+"{}", s["additionalProperties"])
+}
+
+// TestTTLBounded refuses a ttl_seconds that is not positive or longer than
+// a hundred years: a huge one used to overflow into a past expiry that
+// deleted the record and its file.
+func TestTTLBounded(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "keep-me", "body": "Still here."})
+	const century = 100 * 365 * 24 * 60 * 60
+	for _, sec := range []any{0, -5, century + 1, int64(1) << 62, uint64(1<<63 - 1)} {
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"memory_write", map[string]any{"type": "semantic", "key": "keep-me", "body": "Replaced.", "ttl_seconds": sec}},
+			{"memory_update", map[string]any{"key": "keep-me", "ttl_seconds": sec}},
+		} {
+			msg := fails(t, cs, c.tool, c.args)
+			if !strings.HasPrefix(msg, "invalid_argument") || !strings.Contains(msg, "ttl_seconds") {
+				t.Errorf("%s ttl_seconds %v: %q", c.tool, sec, msg)
+			}
+		}
+	}
+	if got := bodyOf(t, cs, "keep-me"); got != "Still here." {
+		t.Errorf("body after refused writes: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, ".prometheus", "memories", "keep-me.md")); err != nil {
+		t.Errorf("mirrored file: %v", err)
+	}
+	out := ok(t, cs, "memory_update", map[string]any{"key": "keep-me", "ttl_seconds": century})
+	exp, err := time.Parse(time.RFC3339, out["record"].(map[string]any)["expires_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp.Year() < time.Now().Year()+99 {
+		t.Errorf("a century's ttl expires at %v", exp)
+	}
 }

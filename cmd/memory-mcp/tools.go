@@ -228,7 +228,7 @@ Example: {"type":"semantic","key":"test-runner","description":"How tests are run
 		InputSchema: schemaFor[writeIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
-			p["ttl_seconds"].Minimum = ptr(1.0)
+			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
 		}),
 	}, wrap(srv.write))
 	addTool(s, &mcp.Tool{
@@ -240,7 +240,7 @@ Example: {"key":"test-runner","body":"Run make test-all; make test skips the slo
 		InputSchema: schemaFor[updateIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
-			p["ttl_seconds"].Minimum = ptr(1.0)
+			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
 		}),
 	}, wrap(srv.update))
 	addTool(s, &mcp.Tool{
@@ -302,16 +302,17 @@ Example: {"query":"how do we run the integration tests","type":"procedural","lim
 
 func ptr[T any](v T) *T { return &v }
 
-func ttl(sec *int64) *time.Duration {
+// ttl turns ttl_seconds into a duration, refusing what is not positive or
+// longer than memory.MaxTTL before the multiplication could overflow.
+func ttl(sec *int64) (*time.Duration, error) {
 	if sec == nil {
-		return nil
+		return nil, nil
 	}
-	if *sec <= 0 {
-		d := time.Duration(0)
-		return &d
+	if *sec <= 0 || *sec > int64(memory.MaxTTL/time.Second) {
+		return nil, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be between 1 and %d (100 years)", int64(memory.MaxTTL/time.Second))
 	}
 	d := time.Duration(*sec) * time.Second
-	return &d
+	return &d, nil
 }
 
 func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, error) {
@@ -331,12 +332,13 @@ func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, err
 	if err != nil {
 		return "", writeOut{}, err
 	}
-	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
-		return "", writeOut{}, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be positive")
+	life, err := ttl(in.TTLSeconds)
+	if err != nil {
+		return "", writeOut{}, err
 	}
 	rec, created, err := srv.app.store.Put(ctx, srv.app.proj, memory.Write{
 		Scope: sc, Type: t, Key: in.Key, Description: in.Description, Body: in.Body, Tags: in.Tags,
-		Confidence: in.Confidence, TTL: ttl(in.TTLSeconds), SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
+		Confidence: in.Confidence, TTL: life, SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
 	})
 	if err != nil {
 		return "", writeOut{}, err
@@ -379,12 +381,13 @@ func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, 
 	if err != nil {
 		return "", recordOut{}, err
 	}
-	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
-		return "", recordOut{}, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be positive")
+	life, err := ttl(in.TTLSeconds)
+	if err != nil {
+		return "", recordOut{}, err
 	}
 	rec, err := srv.app.store.Update(ctx, srv.app.proj, sel, memory.Patch{
 		Body: in.Body, Description: in.Description, Tags: in.Tags, Confidence: in.Confidence,
-		TTL: ttl(in.TTLSeconds), Metadata: in.Metadata,
+		TTL: life, Metadata: in.Metadata,
 	})
 	if err != nil {
 		return "", recordOut{}, err
