@@ -287,7 +287,7 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 	if err := validate(&w); err != nil {
 		return Record{}, false, err
 	}
-	if err := ScanField("id", rec.ID); err != nil {
+	if err := ScanKey("id", rec.ID); err != nil {
 		return Record{}, false, err
 	}
 	if rec.ID != "" && !idRE.MatchString(rec.ID) {

@@ -253,12 +253,12 @@ func scanAll(w *Write) error {
 	if err := scanMetadata(w.Metadata); err != nil {
 		return err
 	}
-	return ScanField("session_id", w.SessionID)
+	return ScanKey("session_id", w.SessionID)
 }
 
 func scanMetadata(m map[string]string) error {
 	for _, k := range sortedKeys(m) {
-		if err := ScanField("metadata", k); err != nil {
+		if err := ScanKey("metadata", k); err != nil {
 			return err
 		}
 		if err := ScanField("metadata."+safeField(k), m[k]); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestReadTypesFilter weaves only the types asked for.
@@ -104,5 +106,277 @@ func TestTTLBounded(t *testing.T) {
 	}
 	if exp.Year() < time.Now().Year()+99 {
 		t.Errorf("a century's ttl expires at %v", exp)
+	}
+}
+
+// fakeAWSKey makes an AWS-access-key-shaped value at test time, digits
+// included, so that no realistic key is ever committed.
+func fakeAWSKey() string {
+	const upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	b := []byte("AKIA")
+	x := uint32(2654435761)
+	for len(b) < 20 {
+		x = x*1103515245 + 12345
+		b = append(b, upper[x>>16%uint32(len(upper))])
+	}
+	b[7], b[12] = '7', '3'
+	return string(b)
+}
+
+// leaks reports whether s holds the distinctive tail of secret, in any case.
+func leaks(s, secret string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(secret[len(secret)-10:]))
+}
+
+// TestErrorsNeverEchoSecrets sends a secret-shaped value into every field
+// of every tool, every part of a resource URI and the recall prompt, and
+// checks that no reply and no log line carries any of it back.
+func TestErrorsNeverEchoSecrets(t *testing.T) {
+	secret := fakeAWSKey()
+	dirty := "prod-" + secret
+	e := newEnv(t)
+	cmd := e.command()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "base", "body": "A fact."})
+
+	calls := []struct {
+		tool string
+		args map[string]any
+	}{}
+	add := func(tool string, base map[string]any, field string, v any) {
+		args := map[string]any{}
+		for k, x := range base {
+			args[k] = x
+		}
+		args[field] = v
+		calls = append(calls, struct {
+			tool string
+			args map[string]any
+		}{tool, args})
+	}
+	write := map[string]any{"type": "semantic", "key": "k", "body": "b"}
+	for _, f := range []string{"type", "key", "body", "description", "scope", "session_id", "confidence", "ttl_seconds"} {
+		add("memory_write", write, f, dirty)
+	}
+	add("memory_write", write, "tags", []string{dirty})
+	add("memory_write", write, "metadata", map[string]any{"m": dirty})
+	add("memory_write", write, "metadata", map[string]any{dirty: "v"})
+	add("memory_write", write, dirty, "x")
+	for _, f := range []string{"key", "id", "type", "scope", "body", "description", "confidence", "ttl_seconds"} {
+		add("memory_update", map[string]any{"key": "base"}, f, dirty)
+	}
+	add("memory_update", map[string]any{"key": "base"}, "tags", []string{dirty})
+	add("memory_update", map[string]any{"key": "base"}, "metadata", map[string]any{dirty: dirty})
+	for _, f := range []string{"key", "id", "type", "scope"} {
+		add("memory_delete", map[string]any{"key": "base"}, f, dirty)
+		add("memory_read", map[string]any{"key": "base"}, f, dirty)
+	}
+	for _, f := range []string{"query", "max_tokens", "types"} {
+		add("memory_read", map[string]any{}, f, dirty)
+	}
+	add("memory_read", map[string]any{}, "types", []string{dirty})
+	for _, f := range []string{"type", "scope", "tag", "limit", "cursor"} {
+		add("memory_list", map[string]any{}, f, dirty)
+	}
+	for _, f := range []string{"query", "type", "scope", "since", "limit", "min_score", "tags"} {
+		add("memory_search", map[string]any{"query": "fact"}, f, dirty)
+	}
+	add("memory_search", map[string]any{"query": "fact"}, "tags", []string{dirty})
+	capture := map[string]any{"session_id": "s1"}
+	for _, f := range []string{"session_id", "plan", "outcome"} {
+		add("memory_capture", capture, f, dirty)
+	}
+	add("memory_capture", capture, "statements", []string{"Always say " + dirty + "."})
+	add("memory_capture", capture, "tool_sequences", []map[string]any{{"name": dirty, "steps": []string{"make"}, "succeeded": true}})
+	add("memory_capture", capture, "tool_sequences", []map[string]any{{"name": "n", "steps": []string{dirty}, "succeeded": dirty}})
+
+	for _, c := range calls {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+		if err != nil {
+			if leaks(err.Error(), secret) {
+				t.Errorf("%s %v: the error holds the secret: %v", c.tool, c.args, err)
+			}
+			continue
+		}
+		b, _ := json.Marshal(res)
+		if leaks(string(b), secret) {
+			t.Errorf("%s %v: the reply holds the secret: %s", c.tool, c.args, b)
+		}
+	}
+	for args, want := range map[string]string{
+		`{"type":"semantic","key":"k","body":"b","scope":"` + dirty + `"}`:       "invalid_argument: scope must be one of project, workspace, tenant, system",
+		`{"type":"semantic","key":"k","body":"b","ttl_seconds":"` + dirty + `"}`: "invalid_argument: ttl_seconds must be a whole number from 1 to 3153600000",
+		`{"type":"semantic","key":"k","body":"b","` + dirty + `":1}`:             "invalid_argument: arguments hold a field this tool does not take",
+		`{"type":"semantic","body":"b"}`:                                         "invalid_argument: key is required",
+		`{"type":"semantic","key":"` + dirty + `","body":"b"}`:                   "secret_rejected: key looks like a secret (rule aws-access-key-id",
+	} {
+		if msg := fails(t, cs, "memory_write", json.RawMessage(args)); !strings.HasPrefix(msg, want) {
+			t.Errorf("memory_write %s: %q, want it to start %q", args, msg, want)
+		}
+	}
+	for _, uri := range []string{
+		"memory://project/semantic/" + dirty, "memory://" + dirty + "/semantic/base", "memory://project/" + dirty + "/base",
+		"memory://project/semantic/base/" + dirty,
+	} {
+		_, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri})
+		if err == nil {
+			t.Errorf("read %s: no error", uri)
+		} else if b, _ := json.Marshal(err); leaks(err.Error(), secret) || leaks(string(b), secret) {
+			t.Errorf("read resource: the error holds the secret: %v %s", err, b)
+		}
+	}
+	for _, args := range []map[string]string{{"max_tokens": dirty}, {"query": dirty}} {
+		res, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "recall", Arguments: args})
+		b, _ := json.Marshal(res)
+		if (err != nil && leaks(err.Error(), secret)) || leaks(string(b), secret) {
+			t.Errorf("prompt %v: the reply holds the secret: %v %s", args, err, b)
+		}
+	}
+	cs.Close()
+	if leaks(stderr.String(), secret) {
+		t.Errorf("the server's log holds the secret:\n%s", stderr.String())
+	}
+	db, _ := os.ReadFile(e.db)
+	wal, _ := os.ReadFile(e.db + "-wal")
+	if leaks(string(db)+string(wal), secret) {
+		t.Error("the database holds the secret")
+	}
+}
+
+// runCLI runs the binary with args and stdin in e and returns its output.
+func runCLI(t *testing.T, e env, stdin string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := e.command(args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, s strings.Builder
+	cmd.Stdout, cmd.Stderr = &o, &s
+	err = cmd.Run()
+	return o.String(), s.String(), err
+}
+
+// TestSecretKeysRefused refuses a key holding an AWS key id, which
+// lower-casing would otherwise hide from the scan, on every path a key
+// comes in by, and never shows it back.
+func TestSecretKeysRefused(t *testing.T) {
+	secret := fakeAWSKey()
+	dirty := "prod-" + secret
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "base", "body": "A fact."})
+	dir := filepath.Join(e.root, ".prometheus", "memories")
+	check := func(where, msg string) {
+		t.Helper()
+		if !strings.Contains(msg, "secret_rejected") {
+			t.Errorf("%s: %q, want secret_rejected", where, msg)
+		}
+		if leaks(msg, secret) {
+			t.Errorf("%s: the message holds the secret: %s", where, msg)
+		}
+	}
+	check("write", fails(t, cs, "memory_write", map[string]any{"type": "semantic", "key": dirty, "body": "b"}))
+	check("write lower", fails(t, cs, "memory_write", map[string]any{"type": "semantic", "key": strings.ToLower(dirty), "body": "b"}))
+	check("write tag", fails(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "k", "body": "b", "tags": []string{dirty}}))
+	check("update", fails(t, cs, "memory_update", map[string]any{"key": dirty, "body": "b"}))
+	check("capture session", fails(t, cs, "memory_capture", map[string]any{"session_id": dirty, "plan": "p"}))
+	out := ok(t, cs, "memory_capture", map[string]any{"session_id": "s1", "tool_sequences": []map[string]any{
+		{"name": dirty, "steps": []string{"make"}, "succeeded": true},
+		{"steps": []string{"deploy " + strings.ToLower(dirty)}, "succeeded": true},
+	}})
+	if b, _ := json.Marshal(out); len(out["refused"].([]any)) != 2 || leaks(string(b), secret) {
+		t.Errorf("capture: %s", b)
+	}
+
+	jsonl := `{"scope":"project","type":"semantic","key":"` + dirty + `","body":"x"}` + "\n" +
+		`{"scope":"project","type":"semantic","key":"fine","body":"x","id":"` + dirty + `"}` + "\n"
+	p := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(p, []byte(jsonl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runCLI(t, e, "", "import", p)
+	if err == nil || strings.Count(stderr, "secret_rejected") != 2 || leaks(stdout+stderr, secret) {
+		t.Errorf("import: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	for _, args := range [][]string{{"show", dirty}, {"rm", dirty}, {"show", strings.ToLower(dirty)}} {
+		stdout, stderr, err := runCLI(t, e, "", args...)
+		if err == nil || !strings.Contains(stderr, "secret_rejected") || leaks(stdout+stderr, secret) {
+			t.Errorf("%v: %v\nstdout: %s\nstderr: %s", args, err, stdout, stderr)
+		}
+	}
+
+	// A markdown file named after a secret is reported without its name
+	// and imports nothing.
+	if err := os.WriteFile(filepath.Join(dir, dirty+".md"), []byte("# A note\n\nbody\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, cs, "memory_list", map[string]any{})
+	b, _ := json.Marshal(res)
+	if leaks(string(b), secret) || !strings.Contains(string(b), "looks like a secret") {
+		t.Errorf("list with a secret-named file: %s", b)
+	}
+	for _, r := range ok(t, cs, "memory_list", map[string]any{})["records"].([]any) {
+		if k := r.(map[string]any)["key"].(string); k != "base" && k != "s1" {
+			t.Errorf("record %q was stored", k)
+		}
+	}
+	cs.Close()
+	for _, f := range []string{e.db, e.db + "-wal"} {
+		if b, _ := os.ReadFile(f); leaks(string(b), secret) {
+			t.Errorf("%s holds the secret", f)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, en := range entries {
+		if leaks(en.Name(), secret) && en.Name() != dirty+".md" {
+			t.Errorf("file %s was written", en.Name())
+		}
+	}
+}
+
+// TestKeysWithControlCharactersRefused refuses, rather than rewrites, a
+// key holding a newline, a tab or another control character.
+func TestKeysWithControlCharactersRefused(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "base", "body": "A fact."})
+	for _, k := range []string{"deploy\nsteps", "deploy\tsteps", "base\n", "\tbase", "a\rb", "red\x1b[31m", "a\u0085b", "a\x7fb"} {
+		msg := fails(t, cs, "memory_write", map[string]any{"type": "semantic", "key": k, "body": "b"})
+		if !strings.HasPrefix(msg, "invalid_argument: key") || !strings.Contains(msg, "control character") {
+			t.Errorf("write %q: %s", k, msg)
+		}
+		msg = fails(t, cs, "memory_read", map[string]any{"key": k})
+		if !strings.HasPrefix(msg, "invalid_argument: key") {
+			t.Errorf("read %q: %s", k, msg)
+		}
+	}
+	msg := fails(t, cs, "memory_update", map[string]any{"key": "base\n", "body": "changed"})
+	if !strings.HasPrefix(msg, "invalid_argument: key") {
+		t.Errorf("update: %s", msg)
+	}
+	p := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(p, []byte(`{"scope":"project","type":"semantic","key":"tab\there","body":"x"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runCLI(t, e, "", "import", p); err == nil || !strings.Contains(stderr, "control character") {
+		t.Errorf("import: %v %s", err, stderr)
+	}
+	if _, stderr, err := runCLI(t, e, "", "show", "base\n"); err == nil || !strings.Contains(stderr, "control character") {
+		t.Errorf("show: %v %s", err, stderr)
+	}
+	dir := filepath.Join(e.root, ".prometheus", "memories")
+	if err := os.WriteFile(filepath.Join(dir, "tab\there.md"), []byte("# Tab\n\nbody\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := ok(t, cs, "memory_list", map[string]any{})
+	if len(out["records"].([]any)) != 1 || len(problemPaths(out)) != 1 {
+		t.Errorf("list after a file named with a tab: %v", out)
+	}
+	if got := bodyOf(t, cs, "base"); got != "A fact." {
+		t.Errorf("base: %q", got)
 	}
 }

@@ -48,7 +48,7 @@ func newServer(a *app, log *slog.Logger) *server {
 		SubscribeHandler:   srv.subscribe,
 		UnsubscribeHandler: srv.unsubscribe,
 	})
-	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors)
+	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound)
 	srv.addTools(srv.mcp)
 	srv.addResources(srv.mcp)
 	srv.addPrompts(srv.mcp)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -549,7 +551,11 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	}
 	out := searchOut{Results: make([]searchHit, 0, len(hits)), Problems: problems(rep)}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d results for %q\n", len(hits), in.Query)
+	b.WriteString(plural(len(hits), "result", "results"))
+	if memory.ScanKey("query", in.Query) == nil {
+		fmt.Fprintf(&b, " for %q", in.Query)
+	}
+	b.WriteString("\n")
 	for _, h := range hits {
 		r := h.Record
 		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
@@ -572,18 +578,29 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, O
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
 	}
 	t.OutputSchema = out
-	in, err := t.InputSchema.(*jsonschema.Schema).Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	schema := t.InputSchema.(*jsonschema.Schema)
+	in, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
 	}
+	fields := make(map[string]*jsonschema.Resolved, len(schema.Properties))
+	for name, p := range schema.Properties {
+		if fields[name], err = p.Resolve(nil); err != nil {
+			panic(fmt.Sprintf("tool %s: input schema of %s: %v", t.Name, name, err))
+		}
+	}
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := applyArguments(req.Params.Arguments, in)
+		args, err := applyArguments(req.Params.Arguments, in, schema, fields)
 		if err != nil {
-			return errorResult(fmt.Errorf("validating \"arguments\": %v", err)), nil
+			return errorResult(err), nil
 		}
 		var v In
 		if err := json.Unmarshal(args, &v); err != nil {
-			return errorResult(err), nil
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				return errorResult(memory.Errorf(memory.CodeInvalidArgument, te.Field, "is out of range")), nil
+			}
+			return errorResult(memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")), nil
 		}
 		res, o, err := h(ctx, req, v)
 		if err != nil {
@@ -605,12 +622,14 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, O
 }
 
 // applyArguments validates a call's arguments against the tool's input
-// schema after applying its defaults, and returns them as JSON.
-func applyArguments(raw json.RawMessage, schema *jsonschema.Resolved) (json.RawMessage, error) {
+// schema after applying its defaults, and returns them as JSON. A failure
+// names the field and what it takes, never the value sent: the validator's
+// own messages quote values, and a value may be a secret.
+func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (json.RawMessage, error) {
 	args := map[string]any{}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &args); err != nil {
-			return nil, fmt.Errorf("unmarshaling arguments: %w", err)
+			return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "must be a JSON object")
 		}
 	}
 	for k, v := range args {
@@ -618,13 +637,94 @@ func applyArguments(raw json.RawMessage, schema *jsonschema.Resolved) (json.RawM
 			delete(args, k)
 		}
 	}
-	if err := schema.ApplyDefaults(&args); err != nil {
-		return nil, fmt.Errorf("applying schema defaults:\n%w", err)
+	if err := resolved.ApplyDefaults(&args); err != nil {
+		return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
 	}
-	if err := schema.Validate(&args); err != nil {
-		return nil, err
+	if err := resolved.Validate(&args); err != nil {
+		return nil, argumentError(args, schema, fields)
 	}
 	return json.Marshal(args)
+}
+
+// argumentError finds the first field of args that schema refuses and says
+// what it takes.
+func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) error {
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	known := make([]string, 0, len(schema.Properties))
+	for k := range schema.Properties {
+		known = append(known, k)
+	}
+	slices.Sort(known)
+	for _, k := range names {
+		if _, ok := schema.Properties[k]; !ok {
+			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take; it takes %s", strings.Join(known, ", "))
+		}
+	}
+	for _, k := range schema.Required {
+		if _, ok := args[k]; !ok {
+			return memory.Errorf(memory.CodeInvalidArgument, k, "is required")
+		}
+	}
+	for _, k := range names {
+		v := args[k]
+		if fields[k].Validate(&v) != nil {
+			return memory.Errorf(memory.CodeInvalidArgument, k, "must be %s", takes(schema.Properties[k]))
+		}
+	}
+	return memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
+}
+
+// takes says in words what values s accepts.
+func takes(s *jsonschema.Schema) string {
+	if s == nil {
+		return "a valid value"
+	}
+	if len(s.Enum) > 0 {
+		vals := make([]string, len(s.Enum))
+		for i, v := range s.Enum {
+			vals[i] = fmt.Sprint(v)
+		}
+		return "one of " + strings.Join(vals, ", ")
+	}
+	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
+	switch s.Type {
+	case "string":
+		return "a string"
+	case "boolean":
+		return "true or false"
+	case "integer", "number":
+		kind := "a number"
+		if s.Type == "integer" {
+			kind = "a whole number"
+		}
+		switch {
+		case s.Minimum != nil && s.Maximum != nil:
+			return fmt.Sprintf("%s from %s to %s", kind, num(s.Minimum), num(s.Maximum))
+		case s.Minimum != nil:
+			return fmt.Sprintf("%s of at least %s", kind, num(s.Minimum))
+		}
+		return kind
+	case "array":
+		return "a list whose items are each " + takes(s.Items)
+	case "object":
+		if len(s.Properties) > 0 {
+			ks := make([]string, 0, len(s.Properties))
+			for k := range s.Properties {
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			return "an object with the fields " + strings.Join(ks, ", ") + " (" + strings.Join(s.Required, ", ") + " required)"
+		}
+		if s.AdditionalProperties != nil {
+			return "an object whose values are each " + takes(s.AdditionalProperties)
+		}
+		return "an object"
+	}
+	return "a valid value"
 }
 
 func errorResult(err error) *mcp.CallToolResult {

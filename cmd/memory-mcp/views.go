@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/mirror"
@@ -110,7 +116,7 @@ func parseScope(field, s string) (*scope.Level, error) {
 	}
 	l, err := scope.Parse(s)
 	if err != nil {
-		return nil, memory.Errorf(memory.CodeInvalidArgument, field, "is unknown: %q (want project, workspace, tenant or system)", s)
+		return nil, memory.Errorf(memory.CodeInvalidArgument, field, "is unknown (want project, workspace, tenant or system)")
 	}
 	return &l, nil
 }
@@ -120,4 +126,30 @@ func parseType(field, s string) (memory.Type, error) {
 		return "", nil
 	}
 	return memory.ParseType(field, s)
+}
+
+// quietNotFound keeps a resource-not-found error from quoting a URI shaped
+// like a secret back: the SDK's own error, and ours, carry the URI asked for.
+func quietNotFound(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var je *jsonrpc.Error
+		if err != nil && errors.As(err, &je) && je.Code == mcp.CodeResourceNotFound {
+			var d struct {
+				URI string `json:"uri"`
+			}
+			if json.Unmarshal(je.Data, &d) != nil || memory.ScanKey("uri", d.URI) != nil {
+				return res, &jsonrpc.Error{Code: je.Code, Message: "Resource not found"}
+			}
+		}
+		return res, err
+	}
+}
+
+// plural is n with noun, in the plural unless n is 1.
+func plural(n int, noun, nouns string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %s", n, nouns)
 }
