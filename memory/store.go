@@ -90,7 +90,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	f.Close()
 
 	// A URI: escape what would end or change its path (#, ?, %).
-	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1"
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_secure_delete=on"
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -113,7 +113,7 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// setup turns on WAL and migrates. Several processes may do this at the same
+// setup turns on WAL, migrates and empties the unused full-text table. Several processes may do this at the same
 // moment: journal_mode is retried while another holds the lock, and each
 // migration runs in an immediate transaction that re-reads the version.
 func (s *Store) setup(ctx context.Context) error {
@@ -129,7 +129,28 @@ func (s *Store) setup(ctx context.Context) error {
 	if err != nil {
 		return describeOpenError(err)
 	}
-	return s.migrate(ctx)
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	return s.forgetFullText(ctx)
+}
+
+// forgetFullText empties records_fts, which nothing reads: search keeps
+// its own index, and FTS4 keeps the words of deleted and rewritten
+// records in its segments, readable in the file, until they are merged.
+// Emptied and optimised once, it holds nothing.
+func (s *Store) forgetFullText(ctx context.Context) error {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records_fts_segdir`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts`); err != nil {
+			return fmt.Errorf("empty records_fts: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO records_fts (records_fts) VALUES ('optimize')`)
+		return err
+	})
 }
 
 // SchemaVersion is the number of migrations this build knows.

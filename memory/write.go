@@ -402,7 +402,9 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 	return rec, !exists, nil
 }
 
-// store inserts or replaces rec's row and its full-text entry.
+// store inserts or replaces rec's row. Nothing goes into records_fts any
+// more: search keeps its own index, and an FTS4 table keeps deleted words
+// in its segments long after the row is gone.
 func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exists bool) error {
 	tags, _ := json.Marshal(nonNil(rec.Tags))
 	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
@@ -428,9 +430,7 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exi
 			return fmt.Errorf("insert %s: %w", rec.Key, err)
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, description, body, tags) VALUES (?, ?, ?, ?, ?)`,
-		rowid, strings.NewReplacer("-", " ", "_", " ", ".", " ").Replace(rec.Key), rec.Description, rec.Body, strings.Join(rec.Tags, " "))
-	return err
+	return nil
 }
 
 // writeFile mirrors rec when it belongs in the mirror. With force false it
