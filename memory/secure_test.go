@@ -52,6 +52,11 @@ func TestOpenEmptiesOldFullText(t *testing.T) {
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, body) VALUES (424242, 'gone', 'hint `+word+`')`); err != nil {
 		t.Fatal(err)
 	}
+	for i := 0; i < 20; i++ {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, body) VALUES (?, 'other', 'ordinary words')`, 500000+i); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = 424242`); err != nil {
 		t.Fatal(err)
 	}
