@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ func DefaultPath() (string, error) {
 
 // Open opens (creating if needed) the database at path, runs any pending
 // migrations and purges expired records. The directory is created 0700 and
-// the file 0600. It fails, changing nothing, on a file that is not a SQLite
+// the file 0600, and an existing one is made so (see tighten). It fails, changing nothing, on a file that is not a SQLite
 // database or was made by a newer schema.
 func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if opts == nil {
@@ -80,6 +81,9 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create database directory %s: %w", dir, describeOpenError(err))
+	}
+	if err := tighten(dir, path); err != nil {
+		return nil, err
 	}
 	// Create the file ourselves so its mode is 0600 whatever the umask; SQLite
 	// gives the -wal and -shm files the same mode.
@@ -105,6 +109,42 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
 	return s, nil
+}
+
+// tighten makes an existing database private again where an older tool, a
+// copy or an umask left it open: the files become 0600 and the default
+// directory (~/.prometheus, which is the store's own) 0700. A directory of
+// the user's choosing is theirs to set, but one that anyone may write to
+// (and that lacks the sticky bit that protects /tmp) would let anyone
+// replace the database, so it is refused with what to do.
+func tighten(dir, path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("database directory %s: %w", dir, err)
+	}
+	if m := fi.Mode(); m.Perm()&0o077 != 0 {
+		switch {
+		case filepath.Base(dir) == ".prometheus":
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return fmt.Errorf("database directory %s is open to others (mode %04o) and could not be made private: %w; run chmod 700 %s", dir, m.Perm(), err, dir)
+			}
+		case m.Perm()&0o022 != 0 && m&os.ModeSticky == 0:
+			return fmt.Errorf("database directory %s may be written by anyone (mode %04o), who could replace the database; run chmod 700 %s, %s", dir, m.Perm(), dir, elsewhere)
+		}
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Lstat(f)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if err := os.Chmod(f, 0o600); err != nil {
+			return fmt.Errorf("database file %s is open to others (mode %04o) and could not be made private: %w; run chmod 600 %s", f, fi.Mode().Perm(), err, f)
+		}
+	}
+	return nil
 }
 
 // Path returns the database file's path.

@@ -380,3 +380,47 @@ func TestKeysWithControlCharactersRefused(t *testing.T) {
 		t.Errorf("base: %q", got)
 	}
 }
+
+// TestLoosePermissionsTightened starts the server on a database that an
+// older tool or a copy left readable by others: the default directory is
+// made 0700 and the files 0600; a directory of the user's choosing that
+// anyone may write to is refused with a message saying what to do.
+func TestLoosePermissionsTightened(t *testing.T) {
+	e := newEnv(t)
+	ok(t, connect(t, e, nil), "memory_write", map[string]any{"type": "semantic", "key": "base", "body": "A fact."})
+	dir := filepath.Dir(e.db)
+	for p, m := range map[string]os.FileMode{dir: 0o755, e.db: 0o644} {
+		if err := os.Chmod(p, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := bodyOf(t, connect(t, e, nil), "base"); got != "A fact." {
+		t.Errorf("body: %q", got)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, e.db: 0o600, e.db + "-wal": 0o600} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			if os.IsNotExist(err) && p != dir && p != e.db {
+				continue
+			}
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", filepath.Base(p), fi.Mode().Perm(), want)
+		}
+	}
+
+	open := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(open, 0o777)
+	e.db = filepath.Join(open, "memory.db")
+	_, stderr, err := runCLI(t, e, "", "list")
+	if err == nil || !strings.Contains(stderr, "chmod 700") {
+		t.Errorf("a database in a directory anyone may write: %v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(e.db); err == nil {
+		t.Errorf("the database was created in a directory anyone may write")
+	}
+}
