@@ -24,8 +24,9 @@
 //     Multi-line setext headings and headings inside block quotes or list
 //     items are left as they are.
 //   - With nothing eligible the block is one line, "No project memory yet.";
-//     when no record fits, it is the title and the "more not shown" line; when
-//     even that does not fit, it is empty. Each is used only if it fits.
+//     when no record fits, it is the title and the "more not shown" line, or
+//     failing that the one line "_N memories not shown._"; when even that
+//     does not fit, it is empty. Each is used only if it fits.
 package weave
 
 import (
@@ -200,6 +201,12 @@ func moreLine(n int) string {
 	return fmt.Sprintf("_%d more not shown: call memory_search or memory_read with a key._\n", n)
 }
 
+// notShown is the whole block when not even the title and the "more" line
+// fit: a budget of a few tokens still learns that memories exist.
+func notShown(n int) string {
+	return fmt.Sprintf("_%d memories not shown._\n", n)
+}
+
 // item is an eligible record with its sort keys worked out once, so
 // ordering touches no more than this struct until keys tie.
 type item struct {
@@ -321,7 +328,7 @@ func (w *Weaver) Weave(recs []memory.Record, opts Options) Block {
 		q = append(q, it)
 	}
 	if len(q) == 0 && opts.Unlisted <= 0 {
-		return w.fit(emptyBlock, limit, 0)
+		return w.fit(limit, 0, emptyBlock)
 	}
 	eligible := len(q) + max(0, opts.Unlisted)
 	q.init()
@@ -370,7 +377,7 @@ func (w *Weaver) Weave(recs []memory.Record, opts Options) Block {
 	for n := len(packed); ; n-- {
 		md, ids, parts := assemble(packed[:n], sections[:n], eligible-n)
 		if n == 0 {
-			return w.fit(md, limit, eligible)
+			return w.fit(limit, eligible, md, notShown(eligible))
 		}
 		var t int
 		if w.Err() != nil {
@@ -391,11 +398,13 @@ func (w *Weaver) Weave(recs []memory.Record, opts Options) Block {
 	}
 }
 
-// fit returns md, a block with no records in it, if it fits the limit, else
-// the empty block.
-func (w *Weaver) fit(md string, limit, omitted int) Block {
-	if t := w.Count(md); t <= limit {
-		return Block{Markdown: md, Tokens: t, Omitted: omitted}
+// fit returns the first of mds, blocks with no records in them, that fits
+// the limit, else the empty block.
+func (w *Weaver) fit(limit, omitted int, mds ...string) Block {
+	for _, md := range mds {
+		if t := w.Count(md); t <= limit {
+			return Block{Markdown: md, Tokens: t, Omitted: omitted}
+		}
 	}
 	return Block{Omitted: omitted}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"prom.codes/memory-mcp/weave"
 )
 
 // TestReadTypesFilter weaves only the types asked for.
@@ -422,5 +424,38 @@ func TestLoosePermissionsTightened(t *testing.T) {
 	}
 	if _, err := os.Stat(e.db); err == nil {
 		t.Errorf("the database was created in a directory anyone may write")
+	}
+}
+
+// TestTinyRecallBudget asks for recall blocks of 1 to 20 tokens: each is
+// valid markdown within its budget, never the 17 tokens a budget of 1 once
+// returned.
+func TestTinyRecallBudget(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	for _, tc := range []struct{ budget, minWant int }{{1, 0}, {8, 0}, {20, 1}} {
+		out := ok(t, cs, "memory_read", map[string]any{"max_tokens": tc.budget})
+		if n := int(out["tokens"].(float64)); n > tc.budget || n < tc.minWant {
+			t.Errorf("empty store, budget %d: %d tokens: %q", tc.budget, n, out["block"])
+		}
+	}
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "base", "body": "A fact."})
+	w := weave.New()
+	for budget := 1; budget <= 20; budget++ {
+		res := call(t, cs, "memory_read", map[string]any{"max_tokens": budget})
+		out := ok(t, cs, "memory_read", map[string]any{"max_tokens": budget})
+		block, _ := out["block"].(string)
+		if n := int(out["tokens"].(float64)); n > budget || n != w.Count(block) {
+			t.Errorf("budget %d: %d tokens: %q", budget, n, block)
+		}
+		if n := w.Count(text(res)); n > budget {
+			t.Errorf("budget %d: the text is %d tokens: %q", budget, n, text(res))
+		}
+		if budget >= 8 && block == "" {
+			t.Errorf("budget %d: empty block", budget)
+		}
+		if block != "" && !strings.HasSuffix(block, "\n") {
+			t.Errorf("budget %d: block does not end in a newline: %q", budget, block)
+		}
 	}
 }

@@ -401,7 +401,7 @@ func (srv *server) addPrompts(s *mcp.Server) {
 			return nil, resourceError(err)
 		}
 		text := b.Markdown
-		if text == "" {
+		if text == "" && max == 0 {
 			text = "No project memory yet."
 		}
 		return &mcp.GetPromptResult{

@@ -456,11 +456,9 @@ func (srv *server) read(ctx context.Context, in readIn) (string, readOut, error)
 	if err != nil {
 		return "", readOut{}, err
 	}
-	text := b.Markdown
-	if text == "" {
-		text = "(no memories fit: the project has none yet, or the budget is too small)"
-	}
-	return text + problemsText(ps), readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
+	// The text is the block, within the budget asked for: even a note that
+	// nothing fit would overrun a budget of a few tokens.
+	return b.Markdown + problemsText(ps), readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
 }
 
 func recordText(r memory.Record) string {
