@@ -459,3 +459,41 @@ func TestTinyRecallBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestListTextPages pages through memory_list by its text alone, as an
+// agent that reads only the text does, and checks that counts read as
+// English.
+func TestListTextPages(t *testing.T) {
+	cs := connect(t, newEnv(t), nil)
+	for _, k := range []string{"alpha", "bravo", "charlie"} {
+		ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": k, "body": "About " + k + "."})
+	}
+	seen := map[string]bool{}
+	args := map[string]any{"limit": 2}
+	for page := 0; page < 3; page++ {
+		txt := text(call(t, cs, "memory_list", args))
+		for _, k := range []string{"alpha", "bravo", "charlie"} {
+			if strings.Contains(txt, "- "+k+" ") {
+				seen[k] = true
+			}
+		}
+		_, rest, more := strings.Cut(txt, `pass cursor "`)
+		if !more {
+			if !strings.HasPrefix(txt, "1 memory\n") {
+				t.Errorf("last page: %q", txt)
+			}
+			break
+		}
+		cursor, _, _ := strings.Cut(rest, `"`)
+		args = map[string]any{"limit": 2, "cursor": cursor}
+	}
+	if len(seen) != 3 {
+		t.Errorf("paging by the text saw %v", seen)
+	}
+	if txt := text(call(t, cs, "memory_search", map[string]any{"query": "charlie"})); !strings.HasPrefix(txt, `1 result for "charlie"`) {
+		t.Errorf("search: %q", txt)
+	}
+	if msg := fails(t, cs, "memory_read", map[string]any{"key": "missing"}); !strings.HasPrefix(msg, `not_found: key "missing": `) {
+		t.Errorf("read missing: %q", msg)
+	}
+}

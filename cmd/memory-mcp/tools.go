@@ -497,9 +497,9 @@ func (srv *server) list(ctx context.Context, in listIn) (string, listOut, error)
 	}
 	out := listOut{Records: make([]listRow, 0, len(rs)), NextCursor: next, Problems: problems(rep)}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d memories", len(rs))
+	b.WriteString(plural(len(rs), "memory", "memories"))
 	if next != "" {
-		b.WriteString(" (more: pass next_cursor)")
+		fmt.Fprintf(&b, " (more: pass cursor %q for the next page)", next)
 	}
 	b.WriteString("\n")
 	for _, r := range rs {
