@@ -36,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
@@ -147,10 +148,17 @@ func (w *Weaver) Err() error {
 // tokens such as <|endoftext|> as plain text, as a model reading the block
 // would see them.
 //
-// It runs at about a megabyte a second on prose, but tiktoken-go merges
-// byte pairs in time quadratic in the length of one pre-token, so a long run
-// without a break (64 KiB of one letter) takes seconds. Weave and Index
-// count each section once and cache it, so such a record costs that once.
+// tiktoken-go merges byte pairs in time quadratic in the length of one
+// pre-token, and its pre-tokenizer backtracks over long runs of white
+// space, so 64 KiB of one letter, one CJK paragraph or one run of blanks
+// would take seconds. Count therefore cuts every run of one character class
+// (letters, white space, other symbols) into pieces of at most maxRun bytes
+// and encodes the text between cuts on its own. Text without such a run is
+// counted exactly; a cut only keeps a merge from happening across it, so a
+// long run counts at least its true number of tokens, and a budget met by
+// Count is met by the real encoding too. Runs never cross a part boundary
+// of a block (a newline, then a non-space), so counts still add up across
+// parts.
 func (w *Weaver) Count(s string) int {
 	if s == "" {
 		return 0
@@ -159,7 +167,46 @@ func (w *Weaver) Count(s string) int {
 	if err != nil {
 		return (len(s) + 1) / 2
 	}
-	return len(enc.EncodeOrdinary(s))
+	n, start := 0, 0
+	cls, chunk := classNone, 0 // the current run's class, where its piece began
+	for i, r := range s {
+		c := classOf(r)
+		if c != cls || c == classNone {
+			cls, chunk = c, i
+			continue
+		}
+		if i-chunk >= maxRun {
+			n += len(enc.EncodeOrdinary(s[start:i]))
+			start, chunk = i, i
+		}
+	}
+	return n + len(enc.EncodeOrdinary(s[start:]))
+}
+
+// maxRun is the longest piece of a one-class run encoded at once: long
+// enough that ordinary words, numbers and indentation are never cut, short
+// enough that the quadratic merge stays cheap.
+const maxRun = 256
+
+// Character classes of runs Count cuts; digits are classNone, as the
+// pre-tokenizer already splits them every three.
+const (
+	classNone = iota
+	classLetter
+	classSpace
+	classSymbol
+)
+
+func classOf(r rune) int {
+	switch {
+	case unicode.IsLetter(r) || unicode.IsMark(r):
+		return classLetter
+	case unicode.IsSpace(r):
+		return classSpace
+	case unicode.IsNumber(r):
+		return classNone
+	}
+	return classSymbol
 }
 
 // cached counts s through the cache.
