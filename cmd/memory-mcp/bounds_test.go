@@ -497,3 +497,23 @@ func TestListTextPages(t *testing.T) {
 		t.Errorf("read missing: %q", msg)
 	}
 }
+
+// TestCLIErrorsNeverEchoSecrets passes a secret-shaped value where the
+// command line does not expect one: the error says what was wrong without
+// showing it, or the first 40 bytes of it.
+func TestCLIErrorsNeverEchoSecrets(t *testing.T) {
+	secret := fakeAWSKey()
+	e := newEnv(t)
+	long := strings.Repeat("x", 30) + "-" + secret
+	for _, args := range [][]string{
+		{"prod-" + secret}, {"show", "base", "prod-" + secret}, {"show", "base", long}, {"list", "--prod-" + secret},
+		{"list", "--limit", "prod-" + secret}, {"list", "--type", "prod-" + secret}, {"list", "--scope", "prod-" + secret},
+		{"setup", "prod-" + secret}, {"import", "--format", "prod-" + secret, "x.jsonl"}, {"search", "prod-" + secret},
+		{"show", "--id", "prod-" + secret}, {"rm", "--id", "prod-" + secret},
+	} {
+		stdout, stderr, _ := runCLI(t, e, "", args...)
+		if leaks(stdout+stderr, secret) || strings.Contains(stdout+stderr, secret[:8]) {
+			t.Errorf("%v: the output holds the secret:\n%s%s", args, stdout, stderr)
+		}
+	}
+}
