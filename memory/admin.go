@@ -268,8 +268,9 @@ func (p prefixed) Scan(dest ...any) error { return p.row.Scan(append([]any{p.dst
 // field validated and scanned for secrets), keeping its id, times, use
 // count, session and source; with no expiry it takes its type's default.
 // A record with the same scope, type and key is
-// replaced and keeps its own id. Errors as Put, and CodeConflict when the id
-// belongs to another record.
+// replaced and keeps its own id. Errors as Put; CodeConflict when the id
+// belongs to another record; CodeInvalidArgument for a record that has
+// already expired.
 func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, bool, error) {
 	w := Write{
 		Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
@@ -279,6 +280,11 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 	// No expiry given means the type's default, as for any write: an
 	// export always carries the expiry of a working or episodic record.
 	if rec.ExpiresAt != nil {
+		// An expired line would replace a live record of the same key,
+		// which the next purge then deletes, file and all.
+		if !rec.ExpiresAt.After(s.now()) {
+			return Record{}, false, Errorf(CodeInvalidArgument, "expires_at", "is past: the record had expired, and was not imported over what is there now")
+		}
 		w.keepExpiry, w.expiresAt = true, rec.ExpiresAt
 	}
 	if w.Source == "" {

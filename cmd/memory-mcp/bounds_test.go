@@ -517,3 +517,34 @@ func TestCLIErrorsNeverEchoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestImportExpiredLineKeepsLiveRecord imports an old export whose lines
+// had expired: they used to replace the live records of the same keys,
+// which were then purged at once with their markdown file.
+func TestImportExpiredLineKeepsLiveRecord(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "deploy", "body": "Current deploy steps."})
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "sys", "scope": "system", "body": "System fact."})
+	p := filepath.Join(t.TempDir(), "old.jsonl")
+	lines := `{"scope":"project","type":"semantic","key":"deploy","body":"Old deploy steps.","expires_at":"2001-01-01T00:00:00Z"}` + "\n" +
+		`{"scope":"system","type":"semantic","key":"sys","body":"Old system fact.","expires_at":"2001-01-01T00:00:00Z"}` + "\n" +
+		`{"scope":"project","type":"working","key":"gone","body":"Expired scratch.","expires_at":"2001-01-01T00:00:00Z"}` + "\n"
+	if err := os.WriteFile(p, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, _ := runCLI(t, e, "", "import", p)
+	if strings.Count(stderr, "expired") < 3 {
+		t.Errorf("import did not say the lines had expired:\n%s", stderr)
+	}
+	cs2 := connect(t, e, nil)
+	for k, want := range map[string]string{"deploy": "Current deploy steps.", "sys": "System fact."} {
+		if got := bodyOf(t, cs2, k); got != want {
+			t.Errorf("%s: %q", k, got)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(e.root, ".prometheus", "memories", "deploy.md"))
+	if err != nil || !strings.Contains(string(b), "Current deploy steps.") {
+		t.Errorf("deploy.md: %v %q", err, b)
+	}
+}
