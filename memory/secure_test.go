@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"prom.codes/memory-mcp/scope"
 )
 
 // TestDeletedTextLeavesTheFile deletes a record and checks that its text
@@ -74,5 +76,37 @@ func TestOpenEmptiesOldFullText(t *testing.T) {
 		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(word[:12])) {
 			t.Errorf("%s still holds words deleted before the upgrade", filepath.Base(f))
 		}
+	}
+}
+
+// TestCachedTextGoesStale checks that text cached for a project is not
+// returned once a record it reads changes, whoever changed it.
+func TestCachedTextGoesStale(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, Write{Type: Semantic, Key: "merger", Body: "x", Description: "Acme"})
+	st, err := s.CacheStamp(ctx, projA.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetCachedAt(ctx, projA.ID, "instructions", "index: merger — Acme", st); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s.Cached(ctx, projA.ID, "instructions"); err != nil || !ok || v != "index: merger — Acme" {
+		t.Fatalf("fresh cache: %q %v %v", v, ok, err)
+	}
+	put(t, s, projB, Write{Type: Semantic, Key: "elsewhere", Body: "y"})
+	if _, ok, _ := s.Cached(ctx, projA.ID, "instructions"); !ok {
+		t.Error("a change in another project made the cache stale")
+	}
+	if _, err := s.Delete(ctx, projA, Selector{Key: "merger"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s.Cached(ctx, projA.ID, "instructions"); err != nil || ok {
+		t.Errorf("after the delete: %q %v %v", v, ok, err)
+	}
+	put(t, s, projA, Write{Type: Semantic, Key: "sys", Scope: scope.System, Body: "z"})
+	st2, _ := s.CacheStamp(ctx, projA.ID)
+	if st2 == st {
+		t.Error("a system record does not move the stamp")
 	}
 }

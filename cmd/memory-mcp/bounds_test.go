@@ -548,3 +548,33 @@ func TestImportExpiredLineKeepsLiveRecord(t *testing.T) {
 		t.Errorf("deploy.md: %v %q", err, b)
 	}
 }
+
+// TestDeletedMemoryLeavesTheInstructions deletes a memory from the
+// command line, after a server saved the initialize instructions listing
+// it: the next session must not be told about it.
+func TestDeletedMemoryLeavesTheInstructions(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "merger", "description": "Merger talks with Acme, not public", "body": "x"})
+	ok(t, cs, "memory_read", map[string]any{}) // the tokenizer the saved instructions need
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "other", "body": "y"})
+	saved := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		c := connect(t, e, nil)
+		saved = strings.Contains(c.InitializeResult().Instructions, "Acme")
+		c.Close()
+		if saved {
+			break
+		}
+	}
+	if !saved {
+		t.Fatal("the server never saved instructions listing the memory")
+	}
+	cs.Close()
+	if _, stderr, err := runCLI(t, e, "", "rm", "merger"); err != nil {
+		t.Fatalf("rm: %v %s", err, stderr)
+	}
+	if ins := connect(t, e, nil).InitializeResult().Instructions; strings.Contains(ins, "Acme") {
+		t.Errorf("a deleted memory is still in the instructions:\n%s", ins)
+	}
+}

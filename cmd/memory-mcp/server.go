@@ -158,6 +158,11 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 	if !srv.app.weaver.Ready() {
 		return
 	}
+	stamp, err := srv.app.store.CacheStamp(ctx, srv.app.cfg.Project)
+	if err != nil {
+		srv.log.Warn("index for instructions", "err", err)
+		return
+	}
 	recs, err := srv.app.store.Index(ctx, srv.app.cfg.Project, indexRowsAtInit)
 	if err != nil {
 		srv.log.Warn("index for instructions", "err", err)
@@ -173,7 +178,7 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 	if idx, _ := srv.app.weaver.Index(recs, budget, total-len(recs)); idx != "" {
 		text = guide + "\n\n" + idx
 	}
-	if err := srv.app.store.SetCached(ctx, srv.app.cfg.Project, instructionsCache, text); err != nil {
+	if err := srv.app.store.SetCachedAt(ctx, srv.app.cfg.Project, instructionsCache, text, stamp); err != nil {
 		srv.log.Warn("save instructions", "err", err)
 	}
 }
