@@ -578,3 +578,43 @@ func TestDeletedMemoryLeavesTheInstructions(t *testing.T) {
 		t.Errorf("a deleted memory is still in the instructions:\n%s", ins)
 	}
 }
+
+// TestSecretAcrossEveryClip puts a token across each place a derived text
+// is clipped: a fact's description (120 bytes), a procedure's (80 bytes of
+// its first step), a markdown file's first line: the whole is refused and
+// no part of the token is stored.
+func TestSecretAcrossEveryClip(t *testing.T) {
+	token := fakeToken()
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	stmt := "Always " + strings.Repeat("x", 120-7-10) + " " + token + " is the deploy token."
+	step := "deploy " + strings.Repeat("y", 80-7-12) + " " + token
+	for _, s := range []string{"s1", "s2"} {
+		out := ok(t, cs, "memory_capture", map[string]any{"session_id": s, "statements": []string{stmt},
+			"tool_sequences": []map[string]any{{"steps": []string{step, "make"}, "succeeded": true}}})
+		if n := len(out["refused"].([]any)); n != 2 {
+			t.Errorf("capture %s refused %d items: %v", s, n, out["refused"])
+		}
+	}
+	line := strings.Repeat("word ", 40) + token + " more words"
+	dir := filepath.Join(e.root, ".prometheus", "memories")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "clipped.md"), []byte(line+"\n\nBody.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := ok(t, cs, "memory_list", map[string]any{})
+	if r := problemReason(out, ".prometheus/memories/clipped.md"); !strings.Contains(r, "secret") {
+		t.Errorf("clipped.md: %q", r)
+	}
+	cs.Close()
+	for _, f := range []string{e.db, e.db + "-wal"} {
+		b, _ := os.ReadFile(f)
+		for _, part := range []string{token[:12], token[len(token)-12:]} {
+			if strings.Contains(string(b), part) {
+				t.Errorf("%s holds part of the token", filepath.Base(f))
+			}
+		}
+	}
+}
