@@ -618,3 +618,23 @@ func TestSecretAcrossEveryClip(t *testing.T) {
 		}
 	}
 }
+
+// TestTeamServerLogsNoSecrets sends secret-shaped values to the HTTP
+// server, as a tool name, arguments and a resource URI: its log names the
+// call but shows none of them.
+func TestTeamServerLogsNoSecrets(t *testing.T) {
+	secret := fakeAWSKey()
+	e := newEnv(t)
+	tok := newToken(t, e, "--tenant", "acme", "--user", "ann")
+	s := startTeamServer(t, e, "--rate", "1000")
+	cs := connectTeam(t, s, tok)
+	cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "prod-" + secret, Arguments: map[string]any{}})
+	fails(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "prod-" + secret, "body": "x"})
+	fails(t, cs, "memory_read", map[string]any{"scope": "prod-" + secret, "key": "x"})
+	cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "memory://project/semantic/prod-" + secret})
+	cs.Close()
+	s.stop(t)
+	if log := s.stderr.String(); leaks(log, secret) || !strings.Contains(log, "memory_write") {
+		t.Errorf("the server log:\n%s", log)
+	}
+}

@@ -245,7 +245,7 @@ func logCalls(log *slog.Logger) mcp.Middleware {
 			res, err := next(ctx, method, req)
 			tool := ""
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
-				tool = p.Name
+				tool = clipName(p.Name)
 			}
 			outcome := "ok"
 			if err != nil {
@@ -350,8 +350,12 @@ func peek(body []byte) (method, tool string) {
 	return clipName(m.Method), clipName(tool)
 }
 
-// clipName keeps what a client names short and printable in the log.
+// clipName keeps what a client names short and printable in the log, and
+// out of it when it is shaped like a secret.
 func clipName(s string) string {
+	if memory.ScanKey("name", s) != nil {
+		return "(shaped like a secret)"
+	}
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return -1
