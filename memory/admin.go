@@ -285,10 +285,22 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 		if !rec.ExpiresAt.After(s.now()) {
 			return Record{}, false, Errorf(CodeInvalidArgument, "expires_at", "is past: the record had expired, and was not imported over what is there now")
 		}
+		// Further out, the expiry would overflow into the past.
+		if rec.ExpiresAt.After(s.now().Add(MaxTTL)) {
+			return Record{}, false, Errorf(CodeInvalidArgument, "expires_at", "is more than 100 years away")
+		}
 		w.keepExpiry, w.expiresAt = true, rec.ExpiresAt
 	}
 	if w.Source == "" {
 		w.Source = FromCLI
+	}
+	for _, t := range []struct {
+		field string
+		t     *time.Time
+	}{{"created_at", &rec.CreatedAt}, {"updated_at", &rec.UpdatedAt}, {"last_accessed_at", rec.LastAccessedAt}} {
+		if t.t != nil && !t.t.IsZero() && (t.t.Year() < 1970 || t.t.After(s.now().Add(MaxTTL))) {
+			return Record{}, false, Errorf(CodeInvalidArgument, t.field, "is out of range (1970 to 100 years from now)")
+		}
 	}
 	if err := validate(&w); err != nil {
 		return Record{}, false, err

@@ -529,12 +529,14 @@ func TestImportExpiredLineKeepsLiveRecord(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "old.jsonl")
 	lines := `{"scope":"project","type":"semantic","key":"deploy","body":"Old deploy steps.","expires_at":"2001-01-01T00:00:00Z"}` + "\n" +
 		`{"scope":"system","type":"semantic","key":"sys","body":"Old system fact.","expires_at":"2001-01-01T00:00:00Z"}` + "\n" +
-		`{"scope":"project","type":"working","key":"gone","body":"Expired scratch.","expires_at":"2001-01-01T00:00:00Z"}` + "\n"
+		`{"scope":"project","type":"working","key":"gone","body":"Expired scratch.","expires_at":"2001-01-01T00:00:00Z"}` + "\n" +
+		`{"scope":"project","type":"semantic","key":"deploy","body":"Far deploy steps.","expires_at":"3000-01-01T00:00:00Z"}` + "\n" +
+		`{"scope":"project","type":"semantic","key":"new-one","body":"From the future.","created_at":"3000-01-01T00:00:00Z"}` + "\n"
 	if err := os.WriteFile(p, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, stderr, _ := runCLI(t, e, "", "import", p)
-	if strings.Count(stderr, "expired") < 3 {
+	if strings.Count(stderr, "expired") < 3 || strings.Count(stderr, "refused") < 5 {
 		t.Errorf("import did not say the lines had expired:\n%s", stderr)
 	}
 	cs2 := connect(t, e, nil)
