@@ -222,6 +222,10 @@ func TestErrorsNeverEchoSecrets(t *testing.T) {
 			t.Errorf("memory_write %s: %q, want it to start %q", args, msg, want)
 		}
 	}
+	msg := fails(t, cs, "memory_capture", map[string]any{"session_id": "s", "tool_sequences": []any{map[string]any{"steps": []string{"make"}, "succeeded": dirty}}})
+	if want := "invalid_argument: tool_sequences must be a list whose items are each an object with the fields name, steps, succeeded (steps, succeeded required)"; msg != want {
+		t.Errorf("capture: %q, want %q", msg, want)
+	}
 	for _, uri := range []string{
 		"memory://project/semantic/" + dirty, "memory://" + dirty + "/semantic/base", "memory://project/" + dirty + "/base",
 		"memory://project/semantic/base/" + dirty,

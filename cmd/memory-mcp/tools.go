@@ -715,7 +715,11 @@ func takes(s *jsonschema.Schema) string {
 				ks = append(ks, k)
 			}
 			slices.Sort(ks)
-			return "an object with the fields " + strings.Join(ks, ", ") + " (" + strings.Join(s.Required, ", ") + " required)"
+			d := "an object with the fields " + strings.Join(ks, ", ")
+			if len(s.Required) > 0 {
+				d += " (" + strings.Join(s.Required, ", ") + " required)"
+			}
+			return d
 		}
 		if s.AdditionalProperties != nil {
 			return "an object whose values are each " + takes(s.AdditionalProperties)
