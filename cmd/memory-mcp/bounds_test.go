@@ -211,6 +211,19 @@ func TestErrorsNeverEchoSecrets(t *testing.T) {
 			t.Errorf("%s %v: the reply holds the secret: %s", c.tool, c.args, b)
 		}
 	}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: dirty, Arguments: map[string]any{}}); err == nil || leaks(err.Error(), secret) {
+		t.Errorf("unknown tool: %v", err)
+	}
+	if _, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: dirty}); err == nil || leaks(err.Error(), secret) {
+		t.Errorf("unknown prompt: %v", err)
+	}
+	// Errors with nothing secret in them keep their words.
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_wrote", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), `unknown tool "memory_wrote"`) {
+		t.Errorf("unknown tool: %v", err)
+	}
+	if _, err := cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "recall", Arguments: map[string]string{"max_tokens": "lots"}}); err == nil || !strings.Contains(err.Error(), "max_tokens must be a whole number") {
+		t.Errorf("prompt max_tokens: %v", err)
+	}
 	for args, want := range map[string]string{
 		`{"type":"semantic","key":"k","body":"b","scope":"` + dirty + `"}`:       "invalid_argument: scope must be one of project, workspace, tenant, system",
 		`{"type":"semantic","key":"k","body":"b","ttl_seconds":"` + dirty + `"}`: "invalid_argument: ttl_seconds must be a whole number from 1 to 3153600000",

@@ -128,21 +128,28 @@ func parseType(field, s string) (memory.Type, error) {
 	return memory.ParseType(field, s)
 }
 
-// quietNotFound keeps a resource-not-found error from quoting a URI shaped
-// like a secret back: the SDK's own error, and ours, carry the URI asked for.
+// quietNotFound keeps a protocol error from quoting back a value shaped
+// like a secret: the SDK's errors for an unknown tool, prompt or resource,
+// and ours for a resource not found, carry the name or URI asked for.
 func quietNotFound(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		var je *jsonrpc.Error
-		if err != nil && errors.As(err, &je) && je.Code == mcp.CodeResourceNotFound {
-			var d struct {
-				URI string `json:"uri"`
-			}
-			if json.Unmarshal(je.Data, &d) != nil || memory.ScanKey("uri", d.URI) != nil {
-				return res, &jsonrpc.Error{Code: je.Code, Message: "Resource not found"}
-			}
+		if err == nil || !errors.As(err, &je) {
+			return res, err
 		}
-		return res, err
+		var d struct {
+			URI string `json:"uri"`
+		}
+		json.Unmarshal(je.Data, &d)
+		if memory.ScanKey("message", je.Message) == nil && memory.ScanKey("uri", d.URI) == nil && memory.ScanField("data", string(je.Data)) == nil {
+			return res, err
+		}
+		msg := "invalid request: a value in it is shaped like a secret, so it is not repeated here"
+		if je.Code == mcp.CodeResourceNotFound {
+			msg = "Resource not found"
+		}
+		return res, &jsonrpc.Error{Code: je.Code, Message: msg}
 	}
 }
 
