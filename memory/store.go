@@ -68,8 +68,9 @@ func DefaultPath() (string, error) {
 
 // Open opens (creating if needed) the database at path, runs any pending
 // migrations and purges expired records. The directory is created 0700 and
-// the file 0600, and an existing one is made so (see tighten). It fails, changing nothing, on a file that is not a SQLite
-// database or was made by a newer schema.
+// the file 0600, and an existing one is made so (see tighten). It fails,
+// changing nothing, on a file that is not a SQLite database or was made by
+// a newer schema.
 func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -114,9 +115,10 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 // tighten makes an existing database private again where an older tool, a
 // copy or an umask left it open: the files become 0600 and the default
 // directory (~/.prometheus, which is the store's own) 0700. A directory of
-// the user's choosing is theirs to set, but one that anyone may write to
-// (and that lacks the sticky bit that protects /tmp) would let anyone
-// replace the database, so it is refused with what to do.
+// the user's choosing is theirs to set (group-writable is common where
+// each user has a group of their own), but one that every user may write
+// to, without the sticky bit that protects /tmp, would let anyone replace
+// the database, so it is refused with what to do.
 func tighten(dir, path string) error {
 	if runtime.GOOS == "windows" {
 		return nil
@@ -131,7 +133,7 @@ func tighten(dir, path string) error {
 			if err := os.Chmod(dir, 0o700); err != nil {
 				return fmt.Errorf("database directory %s is open to others (mode %04o) and could not be made private: %w; run chmod 700 %s", dir, m.Perm(), err, dir)
 			}
-		case m.Perm()&0o022 != 0 && m&os.ModeSticky == 0:
+		case m.Perm()&0o002 != 0 && m&os.ModeSticky == 0:
 			return fmt.Errorf("database directory %s may be written by anyone (mode %04o), who could replace the database; run chmod 700 %s, %s", dir, m.Perm(), dir, elsewhere)
 		}
 	}
@@ -153,8 +155,8 @@ func (s *Store) Path() string { return s.path }
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// setup turns on WAL, migrates and empties the unused full-text table. Several processes may do this at the same
-// moment: journal_mode is retried while another holds the lock, and each
+// setup turns on WAL, migrates and empties the unused full-text table.
+// Several processes may do this at the same moment: journal_mode is retried while another holds the lock, and each
 // migration runs in an immediate transaction that re-reads the version.
 func (s *Store) setup(ctx context.Context) error {
 	var mode string
