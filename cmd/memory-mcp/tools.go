@@ -550,7 +550,7 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	out := searchOut{Results: make([]searchHit, 0, len(hits)), Problems: problems(rep)}
 	var b strings.Builder
 	b.WriteString(plural(len(hits), "result", "results"))
-	if memory.ScanKey("query", in.Query) == nil {
+	if memory.ScanField("query", in.Query) == nil {
 		fmt.Fprintf(&b, " for %q", in.Query)
 	}
 	b.WriteString("\n")
