@@ -163,6 +163,10 @@ func NormalizeKey(field, s string) (string, error) {
 // key is refused by the key rule whatever it holds, and is scanned whole.
 const maxScannedKey = 4 * MaxKeyLen
 
+// minSecretLen is shorter than any token shape the scanner knows, so that
+// ScanKey can skip shorter pieces.
+const minSecretLen = 16
+
 // ScanKey reports a secret in a key, or in any run of its words: in a
 // slug, '-', '_' and '.' glue a token to the words around it ("prod-AKIA…"),
 // where in prose they would make it part of a longer identifier that the
@@ -185,7 +189,7 @@ func ScanKey(field, s string) error {
 			i++ // after the separator
 		}
 		for _, j := range ends {
-			if j <= i || (i == 0 && j == len(s)) {
+			if j-i < minSecretLen || (i == 0 && j == len(s)) {
 				continue
 			}
 			if err := ScanField(field, s[i:j]); err != nil {
