@@ -268,8 +268,9 @@ func (p prefixed) Scan(dest ...any) error { return p.row.Scan(append([]any{p.dst
 // field validated and scanned for secrets), keeping its id, times, use
 // count, session and source; with no expiry it takes its type's default.
 // A record with the same scope, type and key is
-// replaced and keeps its own id. Errors as Put, and CodeConflict when the id
-// belongs to another record.
+// replaced and keeps its own id. Errors as Put; CodeConflict when the id
+// belongs to another record; CodeInvalidArgument for a record that has
+// already expired.
 func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, bool, error) {
 	w := Write{
 		Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
@@ -279,15 +280,32 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 	// No expiry given means the type's default, as for any write: an
 	// export always carries the expiry of a working or episodic record.
 	if rec.ExpiresAt != nil {
+		// An expired line would replace a live record of the same key,
+		// which the next purge then deletes, file and all.
+		if !rec.ExpiresAt.After(s.now()) {
+			return Record{}, false, Errorf(CodeInvalidArgument, "expires_at", "is past: the record had expired, and was not imported over what is there now")
+		}
+		// Further out, the expiry would overflow into the past.
+		if rec.ExpiresAt.After(s.now().Add(MaxTTL)) {
+			return Record{}, false, Errorf(CodeInvalidArgument, "expires_at", "is more than 100 years away")
+		}
 		w.keepExpiry, w.expiresAt = true, rec.ExpiresAt
 	}
 	if w.Source == "" {
 		w.Source = FromCLI
 	}
+	for _, t := range []struct {
+		field string
+		t     *time.Time
+	}{{"created_at", &rec.CreatedAt}, {"updated_at", &rec.UpdatedAt}, {"last_accessed_at", rec.LastAccessedAt}} {
+		if t.t != nil && !t.t.IsZero() && (t.t.Year() < 1970 || t.t.After(s.now().Add(MaxTTL))) {
+			return Record{}, false, Errorf(CodeInvalidArgument, t.field, "is out of range (1970 to 100 years from now)")
+		}
+	}
 	if err := validate(&w); err != nil {
 		return Record{}, false, err
 	}
-	if err := ScanField("id", rec.ID); err != nil {
+	if err := ScanKey("id", rec.ID); err != nil {
 		return Record{}, false, err
 	}
 	if rec.ID != "" && !idRE.MatchString(rec.ID) {

@@ -104,7 +104,7 @@ func (s *Store) Capture(ctx context.Context, p Project, c Capture, needed int) (
 	if strings.TrimSpace(sid) == "" {
 		return CaptureResult{}, Errorf(CodeInvalidArgument, "session_id", "is empty")
 	}
-	if err := ScanField("session_id", sid); err != nil {
+	if err := ScanKey("session_id", sid); err != nil {
 		return CaptureResult{}, err
 	}
 	if err := checkText("session_id", sid); err != nil {

@@ -99,7 +99,7 @@ func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Se
 	if sel.ID != "" {
 		r, err := getOne(ctx, q, `WHERE r.id = @id AND `+visible, s.args(p, sql.Named("id", sel.ID))...)
 		if errors.Is(err, ErrNotFound) {
-			return Record{}, Errorf(CodeNotFound, "id", "%q: no such record", clip(sel.ID, 40))
+			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")
 		}
 		return r, err
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"prom.codes/memory-mcp/scope"
@@ -33,14 +34,14 @@ const (
 var Types = []Type{Working, Episodic, Semantic, Procedural}
 
 // ParseType validates a type name. It returns an *Error with code
-// CodeInvalidArgument naming field for anything else.
+// CodeInvalidArgument naming field, not s, for anything else.
 func ParseType(field, s string) (Type, error) {
 	t := Type(strings.ToLower(strings.TrimSpace(s)))
 	switch t {
 	case Working, Episodic, Semantic, Procedural:
 		return t, nil
 	}
-	return "", Errorf(CodeInvalidArgument, field, "unknown type %q (want working, episodic, semantic or procedural)", s)
+	return "", Errorf(CodeInvalidArgument, field, "is unknown (want working, episodic, semantic or procedural)")
 }
 
 // DefaultTTL is how long a record of type t lives when no ttl is given; zero
@@ -76,6 +77,10 @@ const (
 	MaxMetadata       = 32
 	MaxMetadataBytes  = 4 << 10
 )
+
+// MaxTTL is the longest time to live a record may be given: a hundred
+// years, far from where an expiry would overflow into the past.
+const MaxTTL = 100 * 365 * 24 * time.Hour
 
 // Record is one memory.
 type Record struct {
@@ -121,22 +126,78 @@ var spaces = regexp.MustCompile(`\s+`)
 // one such file breaks the checkout of the whole repository.
 var windowsDevice = regexp.MustCompile(`^(con|prn|aux|nul|com[0-9]|lpt[0-9])(\.|$)`)
 
-// NormalizeKey lower-cases s, trims it and turns runs of white space into a
-// single '-', then checks the result against KeyRule. The error is an *Error
-// with code CodeInvalidArgument naming field.
+// NormalizeKey lower-cases s, trims it and turns runs of spaces into a
+// single '-', then checks the result against KeyRule. A key holding a
+// control character (a newline, a tab) is refused rather than rewritten,
+// and so is one shaped like a secret, before and after lower-casing: a key
+// names a file that git tracks. The error is an *Error with code
+// CodeInvalidArgument, or CodeSecretRejected, naming field; it never holds
+// s.
 func NormalizeKey(field, s string) (string, error) {
+	if err := ScanKey(field, s); err != nil {
+		return "", err
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return "", Errorf(CodeInvalidArgument, field, "holds a control character (a newline, a tab or the like); a key is one line")
+	}
 	k := strings.ToLower(strings.TrimSpace(s))
 	k = spaces.ReplaceAllString(k, "-")
 	if k == "" {
 		return "", Errorf(CodeInvalidArgument, field, "is empty")
 	}
 	if !keyRE.MatchString(k) || k == "." || k == ".." || strings.Contains(k, "..") {
-		return "", Errorf(CodeInvalidArgument, field, "%q does not match %s (lower-case letters, digits, '.', '_', '-'; at most %d characters; no '..')", clip(s, 40), KeyRule, MaxKeyLen)
+		return "", Errorf(CodeInvalidArgument, field, "does not match %s (lower-case letters, digits, '.', '_', '-'; at most %d characters; no '..')", KeyRule, MaxKeyLen)
 	}
 	if windowsDevice.MatchString(k) {
-		return "", Errorf(CodeInvalidArgument, field, "%q is a device name on Windows (con, prn, aux, nul, com0-9, lpt0-9), where its markdown file could not be checked out; choose another key", clip(s, 40))
+		return "", Errorf(CodeInvalidArgument, field, "is a device name on Windows (con, prn, aux, nul, com0-9, lpt0-9), where its markdown file could not be checked out; choose another key")
+	}
+	// Lower-casing loses nothing of an AWS key id: the stored key must not
+	// hold one in any case.
+	if err := ScanKey(field, strings.ToUpper(k)); err != nil {
+		return "", err
 	}
 	return k, nil
+}
+
+// maxScannedKey bounds the input ScanKey looks at piece by piece; a longer
+// key is refused by the key rule whatever it holds, and is scanned whole.
+const maxScannedKey = 4 * MaxKeyLen
+
+// minSecretLen is shorter than any token shape the scanner knows, so that
+// ScanKey can skip shorter pieces.
+const minSecretLen = 16
+
+// ScanKey reports a secret in a key, or in any run of its words: in a
+// slug, '-', '_' and '.' glue a token to the words around it ("prod-AKIA…"),
+// where in prose they would make it part of a longer identifier that the
+// secret scanner rightly leaves alone. The error names field and the rule,
+// never the value.
+func ScanKey(field, s string) error {
+	if err := ScanField(field, s); err != nil || len(s) > maxScannedKey {
+		return err
+	}
+	var cuts []int
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("-_. ", s[i]) >= 0 {
+			cuts = append(cuts, i)
+		}
+	}
+	starts := append([]int{0}, cuts...)
+	ends := append(cuts, len(s))
+	for a, i := range starts {
+		if a > 0 {
+			i++ // after the separator
+		}
+		for _, j := range ends {
+			if j-i < minSecretLen || (i == 0 && j == len(s)) {
+				continue
+			}
+			if err := ScanField(field, s[i:j]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // clip shortens s to at most n bytes on a rune boundary, marking the cut.

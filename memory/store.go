@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,8 +68,9 @@ func DefaultPath() (string, error) {
 
 // Open opens (creating if needed) the database at path, runs any pending
 // migrations and purges expired records. The directory is created 0700 and
-// the file 0600. It fails, changing nothing, on a file that is not a SQLite
-// database or was made by a newer schema.
+// the file 0600, and an existing one is made so (see tighten). It fails,
+// changing nothing, on a file that is not a SQLite database or was made by
+// a newer schema.
 func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -81,6 +83,9 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create database directory %s: %w", dir, describeOpenError(err))
 	}
+	if err := tighten(dir, path); err != nil {
+		return nil, err
+	}
 	// Create the file ourselves so its mode is 0600 whatever the umask; SQLite
 	// gives the -wal and -shm files the same mode.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -90,7 +95,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	f.Close()
 
 	// A URI: escape what would end or change its path (#, ?, %).
-	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1"
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_secure_delete=on"
 	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
@@ -107,14 +112,51 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// tighten makes an existing database private again where an older tool, a
+// copy or an umask left it open: the files become 0600 and the default
+// directory (~/.prometheus, which is the store's own) 0700. A directory of
+// the user's choosing is theirs to set (group-writable is common where
+// each user has a group of their own), but one that every user may write
+// to, without the sticky bit that protects /tmp, would let anyone replace
+// the database, so it is refused with what to do.
+func tighten(dir, path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("database directory %s: %w", dir, err)
+	}
+	if m := fi.Mode(); m.Perm()&0o077 != 0 {
+		switch {
+		case filepath.Base(dir) == ".prometheus":
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return fmt.Errorf("database directory %s is open to others (mode %04o) and could not be made private: %w; run chmod 700 %s", dir, m.Perm(), err, dir)
+			}
+		case m.Perm()&0o002 != 0 && m&os.ModeSticky == 0:
+			return fmt.Errorf("database directory %s may be written by anyone (mode %04o), who could replace the database; run chmod 700 %s, %s", dir, m.Perm(), dir, elsewhere)
+		}
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Lstat(f)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if err := os.Chmod(f, 0o600); err != nil {
+			return fmt.Errorf("database file %s is open to others (mode %04o) and could not be made private: %w; run chmod 600 %s", f, fi.Mode().Perm(), err, f)
+		}
+	}
+	return nil
+}
+
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// setup turns on WAL and migrates. Several processes may do this at the same
-// moment: journal_mode is retried while another holds the lock, and each
+// setup turns on WAL, migrates and empties the unused full-text table.
+// Several processes may do this at the same moment: journal_mode is retried while another holds the lock, and each
 // migration runs in an immediate transaction that re-reads the version.
 func (s *Store) setup(ctx context.Context) error {
 	var mode string
@@ -129,7 +171,28 @@ func (s *Store) setup(ctx context.Context) error {
 	if err != nil {
 		return describeOpenError(err)
 	}
-	return s.migrate(ctx)
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	return s.forgetFullText(ctx)
+}
+
+// forgetFullText empties records_fts, which nothing reads: search keeps
+// its own index, and FTS4 keeps the words of deleted and rewritten
+// records in its segments, readable in the file, until they are merged.
+// Emptied and optimised once, it holds nothing.
+func (s *Store) forgetFullText(ctx context.Context) error {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records_fts_segdir`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts`); err != nil {
+			return fmt.Errorf("empty records_fts: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO records_fts (records_fts) VALUES ('optimize')`)
+		return err
+	})
 }
 
 // SchemaVersion is the number of migrations this build knows.

@@ -128,8 +128,8 @@ func validate(w *Write) error {
 			return err
 		}
 	}
-	if w.TTL != nil && *w.TTL <= 0 {
-		return Errorf(CodeInvalidArgument, "ttl_seconds", "must be positive")
+	if w.TTL != nil && (*w.TTL <= 0 || *w.TTL > MaxTTL) {
+		return Errorf(CodeInvalidArgument, "ttl_seconds", "must be between 1 and %d (100 years)", int64(MaxTTL/time.Second))
 	}
 	if err := checkMetadata(w.Metadata); err != nil {
 		return err
@@ -253,12 +253,12 @@ func scanAll(w *Write) error {
 	if err := scanMetadata(w.Metadata); err != nil {
 		return err
 	}
-	return ScanField("session_id", w.SessionID)
+	return ScanKey("session_id", w.SessionID)
 }
 
 func scanMetadata(m map[string]string) error {
 	for _, k := range sortedKeys(m) {
-		if err := ScanField("metadata", k); err != nil {
+		if err := ScanKey("metadata", k); err != nil {
 			return err
 		}
 		if err := ScanField("metadata."+safeField(k), m[k]); err != nil {
@@ -402,7 +402,9 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 	return rec, !exists, nil
 }
 
-// store inserts or replaces rec's row and its full-text entry.
+// store inserts or replaces rec's row. Nothing goes into records_fts any
+// more: search keeps its own index, and an FTS4 table keeps deleted words
+// in its segments long after the row is gone.
 func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exists bool) error {
 	tags, _ := json.Marshal(nonNil(rec.Tags))
 	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
@@ -428,9 +430,7 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exi
 			return fmt.Errorf("insert %s: %w", rec.Key, err)
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, description, body, tags) VALUES (?, ?, ?, ?, ?)`,
-		rowid, strings.NewReplacer("-", " ", "_", " ", ".", " ").Replace(rec.Key), rec.Description, rec.Body, strings.Join(rec.Tags, " "))
-	return err
+	return nil
 }
 
 // writeFile mirrors rec when it belongs in the mirror. With force false it

@@ -189,6 +189,9 @@ func Decode(stem string, data []byte) (memory.Record, error) {
 
 func checkStem(stem string) error {
 	k, err := memory.NormalizeKey("file name", stem)
+	if errors.Is(err, memory.ErrSecretRejected) {
+		return fmt.Errorf("file name looks like a secret; nothing was imported from it (rename or delete the file)")
+	}
 	if err != nil {
 		return fmt.Errorf("file name is not a valid key: keys match %s (lower-case letters, digits, '.', '_', '-'; no '..')", memory.KeyRule)
 	}

@@ -217,8 +217,14 @@ func (d *Dir) rel(p string) string {
 	return filepath.ToSlash(r)
 }
 
-// relFile is the path of stem's file as a Problem reports it.
-func relFile(name string) string { return relDir + "/" + name }
+// relFile is the path of stem's file as a Problem or a log reports it; a
+// name shaped like a secret is not shown.
+func relFile(name string) string {
+	if memory.ScanKey("file name", name) != nil {
+		return relDir + "/(a file whose name looks like a secret)"
+	}
+	return relDir + "/" + name
+}
 
 // fileName checks key and returns its file name. Keys reaching the mirror
 // were normalised by the store already; this is the last line of defence
@@ -226,7 +232,7 @@ func relFile(name string) string { return relDir + "/" + name }
 func fileName(key string) (string, error) {
 	k, err := memory.NormalizeKey("key", key)
 	if err != nil || k != key || strings.ContainsAny(key, `/\`) {
-		return "", fmt.Errorf("key %q cannot name a file in %s", key, relDir)
+		return "", fmt.Errorf("a key that is not a normalised one cannot name a file in %s", relDir)
 	}
 	return key + ".md", nil
 }

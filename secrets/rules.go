@@ -23,6 +23,10 @@ type rule struct {
 	// token marks a self-identifying token. It must not be glued to word
 	// characters on either side, or "task-..." would hold an "sk-" key.
 	token bool
+	// glued lets a token touch '-' and '_' on either side: an AWS key id
+	// is distinctive enough that "prod-AKIA…" in a slug, a tag or a file
+	// name is still a key, where "task-sk-…" is not an OpenAI one.
+	glued bool
 	// span caps how far past the keyword the pattern may look. It bounds the
 	// work one hit can cost, so input full of keywords stays linear.
 	span int
@@ -92,6 +96,9 @@ func (r rule) cased() rule { r.check = casedBody; return r }
 
 // with replaces the check, for shapes that need more than a real body.
 func (r rule) with(check func(string, []int) bool) rule { r.check = check; return r }
+
+// glue sets glued.
+func (r rule) glue() rule { r.glued = true; return r }
 
 // spanning sets how far past the keyword the pattern may look.
 func (r rule) spanning(n int) rule { r.span = n; return r }
@@ -180,7 +187,7 @@ var rules = []rule{
 	tok("sendgrid-api-token", "SendGrid API key", `SG\.([A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43})`, "SG."),
 	tok("twilio-api-key", "Twilio API key", `SK([0-9a-f]{32})`, "SK").mixed(),
 	tok("twilio-account-credentials", "Twilio account SID with its auth token", `AC([0-9a-f]{32})`, "AC").with(isTwilioPair),
-	tok("aws-access-key-id", "AWS access key ID", `(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`, "A3T", "AKIA", "ASIA", "ABIA", "ACCA").with(isAWSKeyID),
+	tok("aws-access-key-id", "AWS access key ID", `(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)([A-Z0-9]{16})`, "A3T", "AKIA", "ASIA", "ABIA", "ACCA").with(isAWSKeyID).glue(),
 
 	// The service-role JWT first: it is a JWT too, only worse, as it
 	// bypasses Supabase row-level security.

@@ -131,7 +131,7 @@ func Rules() []string {
 // keywords is, or -1; the keyword ends at kwEnd.
 func (sc *scanner) match(r *rule, i, kwEnd int) int {
 	s := sc.s
-	if r.token && !leftBound(s, i) || r.ahead != nil && !r.ahead(s, kwEnd) {
+	if r.token && !leftBound(s, i) && !(r.glued && !isAlnum(s[i-1])) || r.ahead != nil && !r.ahead(s, kwEnd) {
 		return -1
 	}
 	end := min(len(s), i+r.span)
@@ -154,7 +154,7 @@ func (sc *scanner) match(r *rule, i, kwEnd int) int {
 			m[k] += i
 		}
 	}
-	if r.token && m[1] < len(s) && isWord(s[m[1]]) {
+	if r.token && m[1] < len(s) && isWord(s[m[1]]) && !(r.glued && !isAlnum(s[m[1]])) {
 		return -1
 	}
 	if r.check != nil && !r.check(s, m) {

@@ -24,8 +24,9 @@
 //     Multi-line setext headings and headings inside block quotes or list
 //     items are left as they are.
 //   - With nothing eligible the block is one line, "No project memory yet.";
-//     when no record fits, it is the title and the "more not shown" line; when
-//     even that does not fit, it is empty. Each is used only if it fits.
+//     when no record fits, it is the title and the "more not shown" line, or
+//     failing that the one line "_N memories not shown._"; when even that
+//     does not fit, it is empty. Each is used only if it fits.
 package weave
 
 import (
@@ -35,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
@@ -146,10 +148,17 @@ func (w *Weaver) Err() error {
 // tokens such as <|endoftext|> as plain text, as a model reading the block
 // would see them.
 //
-// It runs at about a megabyte a second on prose, but tiktoken-go merges
-// byte pairs in time quadratic in the length of one pre-token, so a long run
-// without a break (64 KiB of one letter) takes seconds. Weave and Index
-// count each section once and cache it, so such a record costs that once.
+// tiktoken-go merges byte pairs in time quadratic in the length of one
+// pre-token, and its pre-tokenizer backtracks over long runs of white
+// space, so 64 KiB of one letter, one CJK paragraph or one run of blanks
+// would take seconds. Count therefore cuts every run of one character class
+// (letters, white space, other symbols) into pieces of at most maxRun bytes
+// and encodes the text between cuts on its own. Text without such a run is
+// counted exactly; a cut only keeps a merge from happening across it, so a
+// long run counts at least its true number of tokens, and a budget met by
+// Count is met by the real encoding too. Runs never cross a part boundary
+// of a block (a newline, then a non-space), so counts still add up across
+// parts.
 func (w *Weaver) Count(s string) int {
 	if s == "" {
 		return 0
@@ -158,7 +167,46 @@ func (w *Weaver) Count(s string) int {
 	if err != nil {
 		return (len(s) + 1) / 2
 	}
-	return len(enc.EncodeOrdinary(s))
+	n, start := 0, 0
+	cls, chunk := classNone, 0 // the current run's class, where its piece began
+	for i, r := range s {
+		c := classOf(r)
+		if c != cls || c == classNone {
+			cls, chunk = c, i
+			continue
+		}
+		if i-chunk >= maxRun {
+			n += len(enc.EncodeOrdinary(s[start:i]))
+			start, chunk = i, i
+		}
+	}
+	return n + len(enc.EncodeOrdinary(s[start:]))
+}
+
+// maxRun is the longest piece of a one-class run encoded at once: long
+// enough that ordinary words, numbers and indentation are never cut, short
+// enough that the quadratic merge stays cheap.
+const maxRun = 256
+
+// Character classes of runs Count cuts; digits are classNone, as the
+// pre-tokenizer already splits them every three.
+const (
+	classNone = iota
+	classLetter
+	classSpace
+	classSymbol
+)
+
+func classOf(r rune) int {
+	switch {
+	case unicode.IsLetter(r) || unicode.IsMark(r):
+		return classLetter
+	case unicode.IsSpace(r):
+		return classSpace
+	case unicode.IsNumber(r):
+		return classNone
+	}
+	return classSymbol
 }
 
 // cached counts s through the cache.
@@ -198,6 +246,12 @@ const emptyBlock = "No project memory yet.\n"
 // moreLine ends a block that left records out, and says how to reach them.
 func moreLine(n int) string {
 	return fmt.Sprintf("_%d more not shown: call memory_search or memory_read with a key._\n", n)
+}
+
+// notShown is the whole block when not even the title and the "more" line
+// fit: a budget of a few tokens still learns that memories exist.
+func notShown(n int) string {
+	return fmt.Sprintf("_%d memories not shown._\n", n)
 }
 
 // item is an eligible record with its sort keys worked out once, so
@@ -321,7 +375,7 @@ func (w *Weaver) Weave(recs []memory.Record, opts Options) Block {
 		q = append(q, it)
 	}
 	if len(q) == 0 && opts.Unlisted <= 0 {
-		return w.fit(emptyBlock, limit, 0)
+		return w.fit(limit, 0, emptyBlock)
 	}
 	eligible := len(q) + max(0, opts.Unlisted)
 	q.init()
@@ -370,7 +424,7 @@ func (w *Weaver) Weave(recs []memory.Record, opts Options) Block {
 	for n := len(packed); ; n-- {
 		md, ids, parts := assemble(packed[:n], sections[:n], eligible-n)
 		if n == 0 {
-			return w.fit(md, limit, eligible)
+			return w.fit(limit, eligible, md, notShown(eligible))
 		}
 		var t int
 		if w.Err() != nil {
@@ -391,11 +445,13 @@ func (w *Weaver) Weave(recs []memory.Record, opts Options) Block {
 	}
 }
 
-// fit returns md, a block with no records in it, if it fits the limit, else
-// the empty block.
-func (w *Weaver) fit(md string, limit, omitted int) Block {
-	if t := w.Count(md); t <= limit {
-		return Block{Markdown: md, Tokens: t, Omitted: omitted}
+// fit returns the first of mds, blocks with no records in them, that fits
+// the limit, else the empty block.
+func (w *Weaver) fit(limit, omitted int, mds ...string) Block {
+	for _, md := range mds {
+		if t := w.Count(md); t <= limit {
+			return Block{Markdown: md, Tokens: t, Omitted: omitted}
+		}
 	}
 	return Block{Omitted: omitted}
 }

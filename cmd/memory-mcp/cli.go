@@ -9,6 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
+
+	"prom.codes/memory-mcp/memory"
 )
 
 // cli is one run of a command: its environment and streams.
@@ -145,6 +148,10 @@ func (f *flags) parse(args []string, min, max int) ([]string, error) {
 				return nil, errHelp
 			}
 			f.usage(f.c.stderr)
+			if memory.ScanKey("argument", err.Error()) != nil {
+				// The flag package quotes what it refuses.
+				return nil, fmt.Errorf("%s: a flag or its value is not valid; it is not shown, being shaped like a secret", f.cmd.name)
+			}
 			return nil, fmt.Errorf("%s: %w", f.cmd.name, err)
 		}
 		args = f.Args()
@@ -170,9 +177,19 @@ func (f *flags) parse(args []string, min, max int) ([]string, error) {
 	return pos, nil
 }
 
+// clipArg is an argument fit to quote in an error: scanned whole first,
+// so that neither a secret nor the start of one is ever shown, then cut
+// to 40 bytes on a rune boundary.
 func clipArg(s string) string {
+	if memory.ScanKey("argument", s) != nil {
+		return "(a value shaped like a secret)"
+	}
 	if len(s) > 40 {
-		return s[:40] + "…"
+		n := 40
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return s[:n] + "…"
 	}
 	return s
 }

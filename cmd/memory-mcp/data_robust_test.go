@@ -173,7 +173,7 @@ func TestKeysThatNormalise(t *testing.T) {
 	if kelvin["record"].(map[string]any)["key"] != "kelvin" {
 		t.Errorf("kelvin-sign key stored as %v", kelvin["record"])
 	}
-	spaced := ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "Run  The\tTests\n", "body": "spaces"})
+	spaced := ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "Run  The  Tests ", "body": "spaces"})
 	if spaced["record"].(map[string]any)["key"] != "run-the-tests" {
 		t.Errorf("spaced key stored as %v", spaced["record"])
 	}

@@ -522,7 +522,7 @@ func logName(s string) string {
 	case strings.Contains(s, memory.TokenPrefix):
 		return "(redacted)"
 	}
-	if _, found := secrets.Scan(s); found {
+	if _, found := secrets.Scan(s); found || memory.ScanKey("name", s) != nil {
 		return "(redacted)"
 	}
 	return s

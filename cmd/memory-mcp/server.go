@@ -48,7 +48,7 @@ func newServer(a *app, log *slog.Logger) *server {
 		SubscribeHandler:   srv.subscribe,
 		UnsubscribeHandler: srv.unsubscribe,
 	})
-	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors)
+	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound)
 	srv.addTools(srv.mcp)
 	srv.addResources(srv.mcp)
 	srv.addPrompts(srv.mcp)
@@ -158,6 +158,11 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 	if !srv.app.weaver.Ready() {
 		return
 	}
+	stamp, err := srv.app.store.CacheStamp(ctx, srv.app.cfg.Project)
+	if err != nil {
+		srv.log.Warn("index for instructions", "err", err)
+		return
+	}
 	recs, err := srv.app.store.Index(ctx, srv.app.cfg.Project, indexRowsAtInit)
 	if err != nil {
 		srv.log.Warn("index for instructions", "err", err)
@@ -173,7 +178,7 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 	if idx, _ := srv.app.weaver.Index(recs, budget, total-len(recs)); idx != "" {
 		text = guide + "\n\n" + idx
 	}
-	if err := srv.app.store.SetCached(ctx, srv.app.cfg.Project, instructionsCache, text); err != nil {
+	if err := srv.app.store.SetCachedAt(ctx, srv.app.cfg.Project, instructionsCache, text, stamp); err != nil {
 		srv.log.Warn("save instructions", "err", err)
 	}
 }
@@ -401,7 +406,7 @@ func (srv *server) addPrompts(s *mcp.Server) {
 			return nil, resourceError(err)
 		}
 		text := b.Markdown
-		if text == "" {
+		if text == "" && max == 0 {
 			text = "No project memory yet."
 		}
 		return &mcp.GetPromptResult{

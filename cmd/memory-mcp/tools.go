@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,10 +29,39 @@ func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschem
 	if err != nil {
 		panic(err) // a programming error in a type below
 	}
+	dropNull(s)
 	if edit != nil {
 		edit(s.Properties)
 	}
 	return s
+}
+
+// dropNull turns the ["null", T] unions inferred for pointers, slices and
+// maps into plain T: several clients reject a type array, and an optional
+// field is one that is not required. applyArguments drops a null argument
+// before validation, so a client sending one gets the field's default.
+func dropNull(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) > 0 {
+		var rest []string
+		for _, t := range s.Types {
+			if t != "null" {
+				rest = append(rest, t)
+			}
+		}
+		if len(rest) == 1 {
+			s.Type, s.Types = rest[0], nil
+		} else {
+			s.Types = rest
+		}
+	}
+	for _, p := range s.Properties {
+		dropNull(p)
+	}
+	dropNull(s.Items)
+	dropNull(s.AdditionalProperties)
 }
 
 func describe(props map[string]*jsonschema.Schema, descs map[string]string) {
@@ -199,7 +230,7 @@ Example: {"type":"semantic","key":"test-runner","description":"How tests are run
 		InputSchema: schemaFor[writeIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
-			p["ttl_seconds"].Minimum = ptr(1.0)
+			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
 		}),
 	}, wrap(srv.write))
 	addTool(s, &mcp.Tool{
@@ -211,7 +242,7 @@ Example: {"key":"test-runner","body":"Run make test-all; make test skips the slo
 		InputSchema: schemaFor[updateIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
-			p["ttl_seconds"].Minimum = ptr(1.0)
+			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
 		}),
 	}, wrap(srv.update))
 	addTool(s, &mcp.Tool{
@@ -273,16 +304,17 @@ Example: {"query":"how do we run the integration tests","type":"procedural","lim
 
 func ptr[T any](v T) *T { return &v }
 
-func ttl(sec *int64) *time.Duration {
+// ttl turns ttl_seconds into a duration, refusing what is not positive or
+// longer than memory.MaxTTL before the multiplication could overflow.
+func ttl(sec *int64) (*time.Duration, error) {
 	if sec == nil {
-		return nil
+		return nil, nil
 	}
-	if *sec <= 0 {
-		d := time.Duration(0)
-		return &d
+	if *sec <= 0 || *sec > int64(memory.MaxTTL/time.Second) {
+		return nil, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be between 1 and %d (100 years)", int64(memory.MaxTTL/time.Second))
 	}
 	d := time.Duration(*sec) * time.Second
-	return &d
+	return &d, nil
 }
 
 func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, error) {
@@ -302,12 +334,13 @@ func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, err
 	if err != nil {
 		return "", writeOut{}, err
 	}
-	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
-		return "", writeOut{}, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be positive")
+	life, err := ttl(in.TTLSeconds)
+	if err != nil {
+		return "", writeOut{}, err
 	}
 	rec, created, err := srv.app.store.Put(ctx, srv.app.proj, memory.Write{
 		Scope: sc, Type: t, Key: in.Key, Description: in.Description, Body: in.Body, Tags: in.Tags,
-		Confidence: in.Confidence, TTL: ttl(in.TTLSeconds), SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
+		Confidence: in.Confidence, TTL: life, SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
 	})
 	if err != nil {
 		return "", writeOut{}, err
@@ -350,12 +383,13 @@ func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, 
 	if err != nil {
 		return "", recordOut{}, err
 	}
-	if in.TTLSeconds != nil && *in.TTLSeconds <= 0 {
-		return "", recordOut{}, memory.Errorf(memory.CodeInvalidArgument, "ttl_seconds", "must be positive")
+	life, err := ttl(in.TTLSeconds)
+	if err != nil {
+		return "", recordOut{}, err
 	}
 	rec, err := srv.app.store.Update(ctx, srv.app.proj, sel, memory.Patch{
 		Body: in.Body, Description: in.Description, Tags: in.Tags, Confidence: in.Confidence,
-		TTL: ttl(in.TTLSeconds), Metadata: in.Metadata,
+		TTL: life, Metadata: in.Metadata,
 	})
 	if err != nil {
 		return "", recordOut{}, err
@@ -422,11 +456,9 @@ func (srv *server) read(ctx context.Context, in readIn) (string, readOut, error)
 	if err != nil {
 		return "", readOut{}, err
 	}
-	text := b.Markdown
-	if text == "" {
-		text = "(no memories fit: the project has none yet, or the budget is too small)"
-	}
-	return text + problemsText(ps), readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
+	// The text is the block, within the budget asked for: even a note that
+	// nothing fit would overrun a budget of a few tokens.
+	return b.Markdown + problemsText(ps), readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
 }
 
 func recordText(r memory.Record) string {
@@ -465,9 +497,9 @@ func (srv *server) list(ctx context.Context, in listIn) (string, listOut, error)
 	}
 	out := listOut{Records: make([]listRow, 0, len(rs)), NextCursor: next, Problems: problems(rep)}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d memories", len(rs))
+	b.WriteString(plural(len(rs), "memory", "memories"))
 	if next != "" {
-		b.WriteString(" (more: pass next_cursor)")
+		fmt.Fprintf(&b, " (more: pass cursor %q for the next page)", next)
 	}
 	b.WriteString("\n")
 	for _, r := range rs {
@@ -517,7 +549,11 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	}
 	out := searchOut{Results: make([]searchHit, 0, len(hits)), Problems: problems(rep)}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d results for %q\n", len(hits), in.Query)
+	b.WriteString(plural(len(hits), "result", "results"))
+	if memory.ScanField("query", in.Query) == nil {
+		fmt.Fprintf(&b, " for %q", in.Query)
+	}
+	b.WriteString("\n")
 	for _, h := range hits {
 		r := h.Record
 		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
@@ -540,18 +576,29 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, O
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
 	}
 	t.OutputSchema = out
-	in, err := t.InputSchema.(*jsonschema.Schema).Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	schema := t.InputSchema.(*jsonschema.Schema)
+	in, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
 	}
+	fields := make(map[string]*jsonschema.Resolved, len(schema.Properties))
+	for name, p := range schema.Properties {
+		if fields[name], err = p.Resolve(nil); err != nil {
+			panic(fmt.Sprintf("tool %s: input schema of %s: %v", t.Name, name, err))
+		}
+	}
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := applyArguments(req.Params.Arguments, in)
+		args, err := applyArguments(req.Params.Arguments, in, schema, fields)
 		if err != nil {
-			return errorResult(fmt.Errorf("validating \"arguments\": %v", err)), nil
+			return errorResult(err), nil
 		}
 		var v In
 		if err := json.Unmarshal(args, &v); err != nil {
-			return errorResult(err), nil
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				return errorResult(memory.Errorf(memory.CodeInvalidArgument, te.Field, "is out of range")), nil
+			}
+			return errorResult(memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")), nil
 		}
 		res, o, err := h(ctx, req, v)
 		if err != nil {
@@ -573,21 +620,113 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, O
 }
 
 // applyArguments validates a call's arguments against the tool's input
-// schema after applying its defaults, and returns them as JSON.
-func applyArguments(raw json.RawMessage, schema *jsonschema.Resolved) (json.RawMessage, error) {
+// schema after applying its defaults, and returns them as JSON. A failure
+// names the field and what it takes, never the value sent: the validator's
+// own messages quote values, and a value may be a secret.
+func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (json.RawMessage, error) {
 	args := map[string]any{}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &args); err != nil {
-			return nil, fmt.Errorf("unmarshaling arguments: %w", err)
+			return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "must be a JSON object")
 		}
 	}
-	if err := schema.ApplyDefaults(&args); err != nil {
-		return nil, fmt.Errorf("applying schema defaults:\n%w", err)
+	for k, v := range args {
+		if v == nil {
+			delete(args, k)
+		}
 	}
-	if err := schema.Validate(&args); err != nil {
-		return nil, err
+	if err := resolved.ApplyDefaults(&args); err != nil {
+		return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
+	}
+	if err := resolved.Validate(&args); err != nil {
+		return nil, argumentError(args, schema, fields)
 	}
 	return json.Marshal(args)
+}
+
+// argumentError finds the first field of args that schema refuses and says
+// what it takes.
+func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) error {
+	names := make([]string, 0, len(args))
+	for k := range args {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	known := make([]string, 0, len(schema.Properties))
+	for k := range schema.Properties {
+		known = append(known, k)
+	}
+	slices.Sort(known)
+	for _, k := range names {
+		if _, ok := schema.Properties[k]; !ok {
+			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take; it takes %s", strings.Join(known, ", "))
+		}
+	}
+	for _, k := range schema.Required {
+		if _, ok := args[k]; !ok {
+			return memory.Errorf(memory.CodeInvalidArgument, k, "is required")
+		}
+	}
+	for _, k := range names {
+		v := args[k]
+		if fields[k].Validate(&v) != nil {
+			return memory.Errorf(memory.CodeInvalidArgument, k, "must be %s", takes(schema.Properties[k]))
+		}
+	}
+	return memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
+}
+
+// takes says in words what values s accepts.
+func takes(s *jsonschema.Schema) string {
+	if s == nil {
+		return "a valid value"
+	}
+	if len(s.Enum) > 0 {
+		vals := make([]string, len(s.Enum))
+		for i, v := range s.Enum {
+			vals[i] = fmt.Sprint(v)
+		}
+		return "one of " + strings.Join(vals, ", ")
+	}
+	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
+	switch s.Type {
+	case "string":
+		return "a string"
+	case "boolean":
+		return "true or false"
+	case "integer", "number":
+		kind := "a number"
+		if s.Type == "integer" {
+			kind = "a whole number"
+		}
+		switch {
+		case s.Minimum != nil && s.Maximum != nil:
+			return fmt.Sprintf("%s from %s to %s", kind, num(s.Minimum), num(s.Maximum))
+		case s.Minimum != nil:
+			return fmt.Sprintf("%s of at least %s", kind, num(s.Minimum))
+		}
+		return kind
+	case "array":
+		return "a list whose items are each " + takes(s.Items)
+	case "object":
+		if len(s.Properties) > 0 {
+			ks := make([]string, 0, len(s.Properties))
+			for k := range s.Properties {
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			d := "an object with the fields " + strings.Join(ks, ", ")
+			if len(s.Required) > 0 {
+				d += " (" + strings.Join(s.Required, ", ") + " required)"
+			}
+			return d
+		}
+		if s.AdditionalProperties != nil {
+			return "an object whose values are each " + takes(s.AdditionalProperties)
+		}
+		return "an object"
+	}
+	return "a valid value"
 }
 
 func errorResult(err error) *mcp.CallToolResult {

@@ -1,9 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/mirror"
@@ -110,7 +116,7 @@ func parseScope(field, s string) (*scope.Level, error) {
 	}
 	l, err := scope.Parse(s)
 	if err != nil {
-		return nil, memory.Errorf(memory.CodeInvalidArgument, field, "is unknown: %q (want project, workspace, tenant or system)", s)
+		return nil, memory.Errorf(memory.CodeInvalidArgument, field, "is unknown (want project, workspace, tenant or system)")
 	}
 	return &l, nil
 }
@@ -120,4 +126,37 @@ func parseType(field, s string) (memory.Type, error) {
 		return "", nil
 	}
 	return memory.ParseType(field, s)
+}
+
+// quietNotFound keeps a protocol error from quoting back a value shaped
+// like a secret: the SDK's errors for an unknown tool, prompt or resource,
+// and ours for a resource not found, carry the name or URI asked for.
+func quietNotFound(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var je *jsonrpc.Error
+		if err == nil || !errors.As(err, &je) {
+			return res, err
+		}
+		var d struct {
+			URI string `json:"uri"`
+		}
+		json.Unmarshal(je.Data, &d)
+		if memory.ScanKey("message", je.Message) == nil && memory.ScanKey("uri", d.URI) == nil && memory.ScanField("data", string(je.Data)) == nil {
+			return res, err
+		}
+		msg := "invalid request: a value in it is shaped like a secret, so it is not repeated here"
+		if je.Code == mcp.CodeResourceNotFound {
+			msg = "Resource not found"
+		}
+		return res, &jsonrpc.Error{Code: je.Code, Message: msg}
+	}
+}
+
+// plural is n with noun, in the plural unless n is 1.
+func plural(n int, noun, nouns string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %s", n, nouns)
 }

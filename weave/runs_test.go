@@ -1,0 +1,104 @@
+package weave
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+// longRuns are 64 KiB bodies of one character class each, the input on
+// which tiktoken's byte-pair merge is quadratic.
+var longRuns = map[string]string{
+	"letter":     strings.Repeat("a", 64<<10),
+	"cjk":        strings.Repeat("漢", 64<<10/3),
+	"space":      strings.Repeat(" ", 64<<10),
+	"newline":    strings.Repeat("\n", 64<<10),
+	"digit":      strings.Repeat("7", 64<<10),
+	"punct":      strings.Repeat("=", 64<<10),
+	"mixedspace": strings.Repeat(" \t", 32<<10),
+}
+
+// BenchmarkCountLongRun counts 64 KiB of one character class.
+func BenchmarkCountLongRun(b *testing.B) {
+	shared.Preload()
+	for _, name := range []string{"letter", "cjk", "space", "newline", "digit", "punct", "mixedspace"} {
+		s := longRuns[name]
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				shared.Count(s)
+			}
+		})
+	}
+}
+
+// BenchmarkWeaveLongRun weaves one record whose body is 64 KiB of one
+// character class with a fresh Weaver, so nothing is cached.
+func BenchmarkWeaveLongRun(b *testing.B) {
+	shared.Preload()
+	for _, name := range []string{"letter", "cjk", "space"} {
+		recs := benchRecords(3)
+		recs[0].Body = longRuns[name]
+		recs[0].Confidence = 1
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				New().Weave(recs, Options{MaxTokens: 100_000})
+			}
+		})
+	}
+}
+
+// exact is the encoding's own count, without Count's cuts.
+func exact(t *testing.T, s string) int {
+	t.Helper()
+	enc, err := cl100k()
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(enc.EncodeOrdinary(s))
+}
+
+// TestCountCutsOnlyLongRuns checks that Count is exact on text without a
+// long run of one class, and never under the real count on text with one.
+func TestCountCutsOnlyLongRuns(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for i := range 200 {
+		s := randBody(r)
+		if got, want := shared.Count(s), exact(t, s); got != want {
+			t.Fatalf("body %d: Count = %d, exact %d\n%q", i, got, want, s)
+		}
+	}
+	for name, run := range longRuns {
+		for _, n := range []int{maxRun - 1, maxRun, maxRun + 1, 3*maxRun + 7, 2000} {
+			s := "Before the run: " + string([]rune(run)[:n]) + " and after it.\n"
+			if got, want := shared.Count(s), exact(t, s); got < want {
+				t.Errorf("%s of %d: Count = %d, under the real %d", name, n, got, want)
+			}
+		}
+	}
+}
+
+// TestWeaveLongRunsKeepTheCap weaves records with long one-class bodies
+// under many budgets: the cap and the reported count hold as for any block.
+func TestWeaveLongRunsKeepTheCap(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	names := []string{"letter", "cjk", "space", "newline", "digit", "punct", "mixedspace"}
+	for i := range 20 {
+		recs := randRecords(r, 6)
+		eligible := 0
+		for j := range recs {
+			run := []rune(longRuns[names[(i+j)%len(names)]])
+			recs[j].Body = "Start " + string(run[:300+r.Intn(3000)]) + " end.\n" + recs[j].Body
+			if recs[j].Type == "semantic" || recs[j].Type == "procedural" {
+				eligible++
+			}
+		}
+		for _, budget := range []int{40, 300, 1500, 5000} {
+			b := shared.Weave(recs, Options{MaxTokens: budget})
+			check(t, shared, b, budget, eligible)
+			if b.Tokens < exact(t, b.Markdown) {
+				t.Errorf("case %d, budget %d: Tokens %d under the real count %d", i, budget, b.Tokens, exact(t, b.Markdown))
+			}
+		}
+	}
+}
