@@ -359,3 +359,13 @@ func (s *Store) PruneVectors(ctx context.Context, keep string) (int64, error) {
 	}
 	return n, nil
 }
+
+// EmbedQueued counts the records waiting to be embedded, leaving out
+// those the endpoint refused.
+func (s *Store) EmbedQueued(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue WHERE tries < ?`, maxTries).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued records: %w", err)
+	}
+	return n, nil
+}

@@ -140,6 +140,7 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 		srv.instructionsLoop(ctx)
 	}()
 	go srv.purgeLoop(ctx, 10*time.Minute)
+	go a.sem.embedLoop(ctx)
 	log.Debug("serving", "db", a.cfg.DBPath, "root", a.cfg.Root)
 	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
