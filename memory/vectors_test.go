@@ -381,7 +381,7 @@ func TestSecretsNeverSent(t *testing.T) {
 func TestRefusedInputsAreShortenedOrSkipped(t *testing.T) {
 	s, _ := mustOpen(t)
 	srv, c := standIn(t, "toy")
-	srv.MaxInput = 600
+	srv.SetMaxInput(600)
 	for i := range 5 {
 		put(t, s, projA, sem(fmt.Sprintf("short-%d", i), "ship it"))
 	}
@@ -390,7 +390,7 @@ func TestRefusedInputsAreShortenedOrSkipped(t *testing.T) {
 	if r.Embedded != 6 || r.Skipped != 0 {
 		t.Fatalf("%+v: the long text should have been cut until accepted", r)
 	}
-	srv.MaxInput = 10 // now even the shortest cut is refused
+	srv.SetMaxInput(10) // now even the shortest cut is refused
 	put(t, s, projA, sem("longer", strings.Repeat("kitten ", 100)))
 	r = embedAll(t, s, c)
 	if r.Embedded != 0 || r.Skipped != maxTries {

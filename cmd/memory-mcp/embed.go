@@ -134,7 +134,7 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 	// Progress is worth telling when there is a backlog: a new model, or
 	// records stored while no endpoint was there.
 	total, done := 0, 0
-	if queued > embedBatch {
+	if queued > embedBatch || queued > 0 && len(st.Others) > 0 {
 		total = queued
 		what := "embedding records"
 		if len(st.Others) > 0 {

@@ -81,17 +81,13 @@ type Server struct {
 	URL  string
 	addr string
 
-	// Key, when set, must come as Authorization: Bearer Key.
-	Key string
-	// MaxInput, when positive, refuses (HTTP 400) a request holding an
-	// input longer than this many bytes, as a model with a short context
-	// does.
-	MaxInput int
-
-	mu      sync.Mutex
+	mu       sync.Mutex
+	key      string
+	maxInput int
 	srv     *http.Server
 	ln      net.Listener
 	hold    chan struct{} // while not nil, answers wait for it to close
+	holdAll bool          // all answers wait, not only those of several inputs
 	reqs    int
 	inputs  []string
 	models  map[string]int
@@ -164,12 +160,48 @@ func (s *Server) Close() {
 	s.Down()
 }
 
+// SetKey makes the server refuse (HTTP 401) a request that does not come
+// with Authorization: Bearer key.
+func (s *Server) SetKey(key string) {
+	s.mu.Lock()
+	s.key = key
+	s.mu.Unlock()
+}
+
+// Key is the key set by SetKey.
+func (s *Server) Key() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.key
+}
+
+// SetMaxInput makes the server refuse (HTTP 400) a request holding an
+// input longer than n bytes, as a model with a short context does; 0 lifts
+// the limit.
+func (s *Server) SetMaxInput(n int) {
+	s.mu.Lock()
+	s.maxInput = n
+	s.mu.Unlock()
+}
+
 // Hold makes answers wait until Release.
 func (s *Server) Hold() {
 	s.mu.Lock()
 	if s.hold == nil {
 		s.hold = make(chan struct{})
 	}
+	s.holdAll = true
+	s.mu.Unlock()
+}
+
+// HoldBatches makes answers to requests of more than one input wait
+// until Release: records being embedded wait, a query does not.
+func (s *Server) HoldBatches() {
+	s.mu.Lock()
+	if s.hold == nil {
+		s.hold = make(chan struct{})
+	}
+	s.holdAll = false
 	s.mu.Unlock()
 }
 
@@ -227,16 +259,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.reqs++
-	hold := s.hold
-	key := s.Key
+	key := s.key
 	s.mu.Unlock()
-	if hold != nil {
-		select {
-		case <-hold:
-		case <-r.Context().Done():
-			return
-		}
-	}
 	if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
 		s.mu.Lock()
 		s.badAuth++
@@ -259,9 +283,22 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		inputs = []string{one}
 	}
 	s.mu.Lock()
+	hold := s.hold
+	if !s.holdAll && len(inputs) < 2 {
+		hold = nil
+	}
+	s.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	s.mu.Lock()
 	s.inputs = append(s.inputs, inputs...)
 	s.models[req.Model] += len(inputs)
-	limit := s.MaxInput
+	limit := s.maxInput
 	s.mu.Unlock()
 	type item struct {
 		Object    string    `json:"object"`
