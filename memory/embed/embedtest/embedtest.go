@@ -84,14 +84,14 @@ type Server struct {
 	mu       sync.Mutex
 	key      string
 	maxInput int
-	srv     *http.Server
-	ln      net.Listener
-	hold    chan struct{} // while not nil, answers wait for it to close
-	holdAll bool          // all answers wait, not only those of several inputs
-	reqs    int
-	inputs  []string
-	models  map[string]int
-	badAuth int
+	srv      *http.Server
+	ln       net.Listener
+	hold     chan struct{} // while not nil, answers wait for it to close
+	holdAll  bool          // all answers wait, not only those of several inputs
+	reqs     int
+	inputs   []string
+	models   map[string]int
+	badAuth  int
 }
 
 // Start starts a server on a free loopback port.
