@@ -169,7 +169,7 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 		return nil, c.fail(resp.StatusCode, true, "read answer: %s", describeTransport(ctx, err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, c.statusError(resp.StatusCode, raw)
+		return nil, c.statusError(resp.StatusCode, raw, inputs)
 	}
 	if len(raw) > maxResponse {
 		return nil, c.fail(resp.StatusCode, false, "answer larger than %d MiB", maxResponse>>20)
@@ -220,10 +220,13 @@ func (c *Client) scrub(s string) string {
 }
 
 // statusError describes an answer other than 200. What the server says is
-// kept only where it cannot echo the inputs: about the model, the key or
-// the route. A refusal of the inputs is described by its status alone.
-func (c *Client) statusError(status int, raw []byte) *Error {
+// kept only when it repeats no part of the inputs; a refusal of the inputs
+// is described by its status alone.
+func (c *Client) statusError(status int, raw []byte, inputs []string) *Error {
 	msg := serverMessage(raw)
+	if echoes(msg, inputs) {
+		msg = ""
+	}
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return c.fail(status, false, "the key was refused%s; set PROMETHEUS_MEMORY_EMBEDDINGS_KEY", said(msg))
@@ -263,6 +266,27 @@ func serverMessage(raw []byte) string {
 		msg = msg[:200] + "…"
 	}
 	return msg
+}
+
+// echoes reports whether msg holds 16 bytes in a row of any input, or
+// the whole of a shorter one, white space aside.
+func echoes(msg string, inputs []string) bool {
+	const window = 16
+	for _, in := range inputs {
+		in = strings.Join(strings.Fields(in), " ") // as serverMessage spaces msg
+		if len(in) < window {
+			if len(strings.TrimSpace(in)) >= 4 && strings.Contains(msg, in) {
+				return true
+			}
+			continue
+		}
+		for i := 0; i+window <= len(msg); i++ {
+			if strings.Contains(in, msg[i:i+window]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func said(msg string) string {
