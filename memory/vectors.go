@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"prom.codes/memory-mcp/secrets"
 )
@@ -368,4 +369,33 @@ func (s *Store) EmbedQueued(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}
 	return n, nil
+}
+
+// LeaseEmbedding makes holder the process that embeds the queue for d,
+// unless another holds a lease that has not run out, and reports whether
+// holder has it. Holding it again renews it.
+func (s *Store) LeaseEmbedding(ctx context.Context, holder string, d time.Duration) (bool, error) {
+	now := s.now()
+	var got string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_lease (id, holder, until) VALUES (1, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until = excluded.until
+			WHERE embed_lease.until <= ? OR embed_lease.holder = excluded.holder`, holder, now.Add(d).UnixNano(), now.UnixNano()); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT holder FROM embed_lease WHERE id = 1`).Scan(&got)
+	})
+	if err != nil {
+		return false, fmt.Errorf("lease the embedding queue: %w", err)
+	}
+	return got == holder, nil
+}
+
+// ReleaseEmbedding gives up holder's lease, so another process can take
+// over at once.
+func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE embed_lease SET until = 0 WHERE id = 1 AND holder = ?`, holder)
+		return err
+	})
 }

@@ -446,3 +446,26 @@ func TestQueueSurvivesReopen(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestLeaseEmbedding(t *testing.T) {
+	s, clk := mustOpen(t)
+	if ok, err := s.LeaseEmbedding(ctx, "a", time.Minute); err != nil || !ok {
+		t.Fatalf("first lease: %v %v", ok, err)
+	}
+	if ok, _ := s.LeaseEmbedding(ctx, "b", time.Minute); ok {
+		t.Fatal("b took a's running lease")
+	}
+	if ok, _ := s.LeaseEmbedding(ctx, "a", time.Minute); !ok {
+		t.Fatal("a could not renew")
+	}
+	clk.Add(2 * time.Minute)
+	if ok, _ := s.LeaseEmbedding(ctx, "b", time.Minute); !ok {
+		t.Fatal("b could not take a lease that ran out")
+	}
+	if err := s.ReleaseEmbedding(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.LeaseEmbedding(ctx, "a", time.Minute); !ok {
+		t.Fatal("a could not take a released lease")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -112,17 +113,46 @@ func (sm *semantic) kick() {
 	}
 }
 
+// start runs embedLoop until the returned stop is called or ctx ends;
+// stop waits a moment for the loop to hand its lease back.
+func (sm *semantic) start(ctx context.Context) (stop func()) {
+	if sm == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sm.embedLoop(ctx)
+	}()
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// leaseFor is how long one process keeps the queue to itself; it renews
+// the lease with every batch.
+const leaseFor = 30 * time.Second
+
 // embedLoop embeds queued records in the background until ctx ends:
 // every record stored by any process, right after it is stored, in
-// batches. While the endpoint is down the records wait in the queue,
-// tried again after a growing pause (at most 30 seconds) or as soon as a
-// search reaches the endpoint. A change of model queues every record
-// again; its progress is logged.
+// batches. Of the servers sharing the database, one at a time does it.
+// While the endpoint is down the records wait in the queue, tried again
+// after a growing pause (at most 30 seconds) or as soon as a search
+// reaches the endpoint. A change of model queues every record again; its
+// progress is logged.
 func (sm *semantic) embedLoop(ctx context.Context) {
-	if sm == nil {
-		return
-	}
 	model := sm.client.Model()
+	holder := rand.Text()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		sm.store.ReleaseEmbedding(rctx, holder)
+		cancel()
+	}()
 	st, err := sm.store.EmbedStatus(ctx, model)
 	if err != nil {
 		sm.log.Warn("embeddings", "err", err)
@@ -144,7 +174,23 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 	}
 	lastLog := time.Now()
 	var pause time.Duration
-	for {
+	for ctx.Err() == nil {
+		waiting, err := sm.store.EmbedQueued(ctx)
+		if err != nil || waiting == 0 {
+			if err != nil && ctx.Err() == nil {
+				sm.log.Debug("embeddings", "err", err)
+			}
+			if err == nil && total > 0 {
+				sm.log.Info("embedded every queued record", "model", model, "records", done)
+				total = 0
+			}
+			sm.sleep(ctx, sm.poll)
+			continue
+		}
+		if held, err := sm.store.LeaseEmbedding(ctx, holder, leaseFor); err != nil || !held {
+			sm.sleep(ctx, 4*sm.poll) // another server embeds them
+			continue
+		}
 		res, err := sm.store.EmbedPending(ctx, model, sm.client, embedBatch)
 		if ctx.Err() != nil {
 			return
@@ -161,18 +207,12 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 		}
 		sm.setUp()
 		pause = 0
-		idle := res == (memory.EmbedResult{})
-		if total > 0 && (idle || time.Since(lastLog) > 5*time.Second) {
-			if idle {
-				sm.log.Info("embedded every queued record", "model", model, "records", done)
-				total = 0
-			} else {
-				sm.log.Info("embedding records", "model", model, "done", done, "of", total)
-			}
+		if total > 0 && time.Since(lastLog) > 5*time.Second {
+			sm.log.Info("embedding records", "model", model, "done", done, "of", total)
 			lastLog = time.Now()
 		}
-		if idle {
-			sm.sleep(ctx, sm.poll)
+		if res == (memory.EmbedResult{}) {
+			sm.sleep(ctx, sm.poll) // only refused records are left
 		}
 	}
 }

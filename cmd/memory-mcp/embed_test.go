@@ -438,3 +438,48 @@ func TestRealModel(t *testing.T) {
 		t.Fatalf("hybrid with a real model: %+v", r)
 	}
 }
+
+// TestServersShareTheWork runs two servers on one database, as two agents
+// do: each record is sent to the endpoint once, not once per server.
+func TestServersShareTheWork(t *testing.T) {
+	srv := standIn(t)
+	e := withEmbeddings(newEnv(t), srv, "toy")
+	a, _ := connectLogged(t, e)
+	b, _ := connectLogged(t, e)
+	// While the endpoint holds its answers, both servers see the queue;
+	// only the one holding the lease may send it.
+	srv.Hold()
+	bodies := map[string]bool{}
+	for i := range 12 {
+		cs := a
+		if i%2 == 1 {
+			cs = b
+		}
+		body := "Ship release number " + string(rune('a'+i)) + " on time."
+		bodies[body] = true
+		writeFact(t, cs, "release-"+string(rune('a'+i)), body, 0.5)
+	}
+	eventually(t, "a batch sent", func() bool { return srv.Requests() > 0 })
+	time.Sleep(3 * time.Second) // both servers look at the queue meanwhile
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("%d batches in flight at once", n)
+	}
+	srv.Release()
+	eventually(t, "every record embedded", func() bool {
+		r := searchFor(t, a, map[string]any{"query": deployQuery, "mode": "semantic", "limit": 20})
+		return len(r.Results) == 12 && r.Note == ""
+	})
+	sent := map[string]int{}
+	for _, in := range srv.Inputs() {
+		for body := range bodies {
+			if strings.Contains(in, body) {
+				sent[body]++
+			}
+		}
+	}
+	for body := range bodies {
+		if sent[body] != 1 {
+			t.Errorf("%q sent %d times", body, sent[body])
+		}
+	}
+}

@@ -141,7 +141,7 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	log.Info("serving", "url", scheme+"://"+ln.Addr().String()+"/mcp", "db", a.cfg.DBPath)
 
 	go t.purgeLoop(ctx, 10*time.Minute)
-	go a.sem.embedLoop(ctx)
+	defer a.sem.start(ctx)()
 	served := make(chan error, 1)
 	go func() {
 		if o.certFile != "" {

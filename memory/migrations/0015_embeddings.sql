@@ -59,3 +59,12 @@ CREATE TRIGGER embed_vectors_delete AFTER DELETE ON embed_vectors BEGIN
 	DELETE FROM embed_changes WHERE rid = old.rid;
 	INSERT INTO embed_changes (rid) VALUES (old.rid);
 END;
+
+-- Which process embeds the queue: several servers share a database (one
+-- per agent), and a record needs embedding once. A holder renews its lease
+-- while it works; another takes over once it runs out.
+CREATE TABLE embed_lease (
+	id     INTEGER PRIMARY KEY CHECK (id = 1),
+	holder TEXT    NOT NULL,
+	until  INTEGER NOT NULL
+);
