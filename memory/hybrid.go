@@ -229,7 +229,12 @@ func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies boo
 		f.exact = holdsAll(h.Record, terms)
 	}
 	for i, h := range sem {
-		get(h).score += 1 / float64(rrfK+i+1)
+		f := get(h)
+		f.score += 1 / float64(rrfK+i+1)
+		if f.kwRank == 0 {
+			// Past the depth of the keyword ranking, an exact hit is still one.
+			f.exact = holdsAll(h.Record, terms)
+		}
 	}
 	var fuzzy float64 // the best score of a record that is not an exact hit
 	for _, f := range all {

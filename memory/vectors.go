@@ -191,6 +191,7 @@ func rejected(err error) bool {
 func (s *Store) keepVectors(ctx context.Context, model string, items []*pending, res *EmbedResult) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		*res = EmbedResult{}
+		checked := map[int]bool{} // lengths of vector known to be the model's
 		for _, it := range items {
 			switch {
 			case it.drop && it.skip: // a secret: never sent, never queued again until it changes
@@ -217,6 +218,12 @@ func (s *Store) keepVectors(ctx context.Context, model string, items []*pending,
 					res.Dropped++ // changed (or deleted) while embedding
 					continue
 				}
+				if !checked[len(it.vec)] {
+					if err := checkDims(ctx, tx, model, len(it.vec)); err != nil {
+						return err
+					}
+					checked[len(it.vec)] = true
+				}
 				if err := replaceVector(ctx, tx, model, it.rid, it.vec); err != nil {
 					return err
 				}
@@ -227,23 +234,38 @@ func (s *Store) keepVectors(ctx context.Context, model string, items []*pending,
 	})
 }
 
-// replaceVector stores rid's vector of model. A model whose vectors
-// change length has been replaced under the same name: its vectors of the
-// old length are dropped and their records queued again.
-func replaceVector(ctx context.Context, tx *sql.Tx, model string, rid int64, v []float32) error {
-	var other int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM embed_vectors WHERE model = ? AND dims <> ? LIMIT 1)`, model, len(v)).Scan(&other); err != nil {
+// checkDims makes way for model's vectors of dims dimensions. A model
+// whose vectors change length has been replaced under the same name: its
+// vectors of another length are dropped and their records queued again.
+func checkDims(ctx context.Context, tx *sql.Tx, model string, dims int) error {
+	var lo, hi int
+	err := tx.QueryRowContext(ctx, `SELECT (SELECT dims FROM embed_vectors WHERE model = @m ORDER BY dims LIMIT 1),
+		(SELECT dims FROM embed_vectors WHERE model = @m ORDER BY dims DESC LIMIT 1)`, sql.Named("m", model)).Scan(&nullInt{&lo}, &nullInt{&hi})
+	if err != nil || (lo == 0 || lo == dims) && (hi == 0 || hi == dims) {
 		return err
 	}
-	if other > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT rid FROM embed_vectors WHERE model = ? AND dims <> ?
-			AND rid NOT IN (SELECT rid FROM embed_queue)`, model, len(v)); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE model = ? AND dims <> ?`, model, len(v)); err != nil {
-			return err
-		}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT rid FROM embed_vectors WHERE model = ? AND dims <> ?
+		AND rid NOT IN (SELECT rid FROM embed_queue)`, model, dims); err != nil {
+		return err
 	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE model = ? AND dims <> ?`, model, dims)
+	return err
+}
+
+// nullInt scans a NULL as 0.
+type nullInt struct{ p *int }
+
+func (n *nullInt) Scan(v any) error {
+	var x sql.NullInt64
+	if err := x.Scan(v); err != nil {
+		return err
+	}
+	*n.p = int(x.Int64)
+	return nil
+}
+
+// replaceVector stores rid's vector of model.
+func replaceVector(ctx context.Context, tx *sql.Tx, model string, rid int64, v []float32) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE rid = ? AND model = ?`, rid, model); err != nil {
 		return err
 	}
