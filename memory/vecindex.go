@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -273,4 +274,18 @@ func (h *topK) push(n neighbour) {
 		h.items[i], h.items[m] = h.items[m], h.items[i]
 		i = m
 	}
+}
+
+// WarmVectors loads model's vectors into memory ahead of the first
+// semantic search, which would otherwise wait for them.
+func (s *Store) WarmVectors(ctx context.Context, model string) error {
+	var dims int
+	err := s.db.QueryRowContext(ctx, `SELECT dims FROM embed_vectors WHERE model = ? ORDER BY dims DESC LIMIT 1`, model).Scan(&dims)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("load vectors: %w", err)
+	}
+	return s.vectors.catchUp(ctx, s.db, model, dims)
 }

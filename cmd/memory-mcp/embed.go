@@ -153,6 +153,9 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 		sm.store.ReleaseEmbedding(rctx, holder)
 		cancel()
 	}()
+	if err := sm.store.WarmVectors(ctx, model); err != nil && ctx.Err() == nil {
+		sm.log.Warn("embeddings", "err", err)
+	}
 	st, err := sm.store.EmbedStatus(ctx, model)
 	if err != nil {
 		sm.log.Warn("embeddings", "err", err)
