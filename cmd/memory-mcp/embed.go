@@ -33,7 +33,14 @@ type semantic struct {
 
 	mu   sync.Mutex
 	down bool // the worker's last call failed
+	// quietUntil: a query found the endpoint answering too slowly;
+	// until then searches answer by keyword without asking it.
+	quietUntil time.Time
 }
+
+// quietFor is how long searches leave an endpoint that timed out alone;
+// the worker keeps trying meanwhile and lifts the pause once it answers.
+const quietFor = 30 * time.Second
 
 // embedBatch is how many records one request to the endpoint carries.
 const embedBatch = 32
@@ -75,12 +82,20 @@ func (a *app) search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 	if f, found := secrets.Scan(opts.Query); found {
 		return keyword(fmt.Sprintf("the query looks like it holds a secret (rule %s), so it was not sent to the embeddings endpoint; answered by keyword", f.Rule))
 	}
+	if sm.quiet() {
+		return keyword(fmt.Sprintf("the embeddings endpoint at %s did not answer in time lately; answered by keyword", sm.client.Endpoint()))
+	}
 	qctx, cancel := context.WithTimeout(ctx, sm.queryTimeout)
 	vs, err := sm.client.Embed(qctx, []string{opts.Query})
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, mode, "", ctx.Err()
+		}
+		if e := (*embed.Error)(nil); errors.As(err, &e) && e.Timeout {
+			sm.mu.Lock()
+			sm.quietUntil = time.Now().Add(quietFor)
+			sm.mu.Unlock()
 		}
 		sm.log.Debug("embed query", "err", err)
 		return keyword(fmt.Sprintf("the embeddings endpoint could not be used (%v); answered by keyword", err))
@@ -103,6 +118,13 @@ func (a *app) search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 		}
 	}
 	return hits, mode, note, nil
+}
+
+// quiet reports whether searches should leave the endpoint alone for now.
+func (sm *semantic) quiet() bool {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return time.Now().Before(sm.quietUntil)
 }
 
 // kick wakes the worker.
@@ -247,6 +269,7 @@ func (sm *semantic) setUp() {
 		sm.log.Info("embeddings endpoint is back", "endpoint", sm.client.Endpoint())
 	}
 	sm.down = false
+	sm.quietUntil = time.Time{}
 }
 
 // errNoEmbeddings is the embed command's answer without configuration.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
+	"prom.codes/memory-mcp/scope"
 )
 
 // syncBuffer collects a process's stderr while the test reads it.
@@ -481,5 +484,49 @@ func TestServersShareTheWork(t *testing.T) {
 		if sent[body] != 1 {
 			t.Errorf("%q sent %d times", body, sent[body])
 		}
+	}
+}
+
+// TestSlowEndpointAnswersByKeyword: an endpoint that does not answer in
+// time costs one search the wait; the searches after it answer by keyword
+// at once, without asking it, for a while.
+func TestSlowEndpointAnswersByKeyword(t *testing.T) {
+	srv := standIn(t)
+	vars := map[string]string{"PROMETHEUS_MEMORY_DB_PATH": t.TempDir() + "/memory.db", "PROMETHEUS_WORKSPACE_ROOT": t.TempDir(),
+		"PROMETHEUS_MEMORY_EMBEDDINGS_URL": srv.URL, "PROMETHEUS_MEMORY_EMBEDDINGS_MODEL": "toy"}
+	cfg, err := loadConfig(func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := openApp(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.sem.queryTimeout = 100 * time.Millisecond
+	ctx := context.Background()
+	if _, _, err := a.store.Put(ctx, a.proj, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "pets", Body: "a kitten"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Hold()
+	defer srv.Release()
+	search := func() (memory.Mode, string, int) {
+		hits, mode, note, err := a.search(ctx, cfg.Project, "", memory.SearchOptions{Query: "kitten"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mode, note, len(hits)
+	}
+	mode, note, n := search()
+	if mode != memory.ModeKeyword || !strings.Contains(note, "no answer in time") || n != 1 {
+		t.Fatalf("first search: %s %q %d", mode, note, n)
+	}
+	asked := srv.Requests()
+	mode, note, n = search()
+	if mode != memory.ModeKeyword || !strings.Contains(note, "did not answer in time lately") || n != 1 {
+		t.Fatalf("second search: %s %q %d", mode, note, n)
+	}
+	if srv.Requests() != asked {
+		t.Fatal("the second search asked the slow endpoint again")
 	}
 }

@@ -92,6 +92,8 @@ type Error struct {
 	// Unreachable is true when the endpoint did not answer, timed out,
 	// was overloaded or failed on its side: trying again later may work.
 	Unreachable bool
+	// Timeout is true when no answer came in time.
+	Timeout bool
 }
 
 func (e *Error) Error() string {
@@ -161,7 +163,9 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, c.fail(0, true, "%s", describeTransport(ctx, err))
+		e := c.fail(0, true, "%s", describeTransport(ctx, err))
+		e.Timeout = ctx.Err() == context.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
+		return nil, e
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))

@@ -146,7 +146,7 @@ func TestTimeout(t *testing.T) {
 	c := newClient(t, embed.Config{URL: srv.URL, Model: "m", Timeout: 50 * time.Millisecond})
 	_, err := c.Embed(ctx, []string{"x"})
 	var e *embed.Error
-	if !errors.As(err, &e) || !e.Unreachable || !strings.Contains(err.Error(), "no answer in time") {
+	if !errors.As(err, &e) || !e.Unreachable || !e.Timeout || !strings.Contains(err.Error(), "no answer in time") {
 		t.Fatalf("%v", err)
 	}
 }
