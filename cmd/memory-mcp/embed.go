@@ -279,7 +279,6 @@ type embedOut struct {
 	Model    string             `json:"model"`
 	Endpoint string             `json:"endpoint"`
 	Embedded int                `json:"embedded"`
-	Skipped  int                `json:"skipped"`
 	Pruned   int64              `json:"pruned,omitempty"`
 	Status   memory.EmbedStatus `json:"status"`
 }
@@ -302,11 +301,14 @@ func runEmbed(c *cli, args []string) error {
 		}
 		out := embedOut{Model: model, Endpoint: sm.client.Endpoint()}
 		bar := c.progress("embedding", queued)
+		counted := 0
 		for {
 			res, err := a.store.EmbedPending(c.ctx, model, sm.client, embedBatch)
 			out.Embedded += res.Embedded
-			out.Skipped += res.Skipped
-			bar.add(res.Embedded + res.Skipped + res.Dropped)
+			// A refused record is tried again: count it once.
+			n := min(res.Embedded+res.Skipped+res.Dropped, queued-counted)
+			counted += n
+			bar.add(n)
 			if err != nil {
 				bar.finish()
 				return fmt.Errorf("embed: %w (%d records embedded before; the rest stay queued)", err, out.Embedded)
@@ -328,7 +330,7 @@ func runEmbed(c *cli, args []string) error {
 			return printJSON(c.stdout, out)
 		}
 		fmt.Fprintf(c.stdout, "embedded %d records with %s (%d records have a vector of %d dimensions)\n", out.Embedded, model, out.Status.Vectors, out.Status.Dims)
-		if out.Skipped > 0 || out.Status.Refused > 0 {
+		if out.Status.Refused > 0 {
 			fmt.Fprintf(c.stdout, "%d records were refused by the endpoint (their text may be too long for the model); they are tried again on the next run\n", out.Status.Refused)
 		}
 		if out.Pruned > 0 {
