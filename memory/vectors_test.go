@@ -483,3 +483,38 @@ func TestDot8(t *testing.T) {
 		}
 	}
 }
+
+// TestSemanticTeamIdentities: on a team server each profile finds by
+// meaning its own records, its user's, its tenant's and the system's,
+// never another user's or tenant's, nor a workspace-root project's
+// workspace records in the global bucket.
+func TestSemanticTeamIdentities(t *testing.T) {
+	s, _ := mustOpen(t)
+	_, c := standIn(t, "toy")
+	alice := Project{ID: TeamIdentity("acme", "alice", "default")}
+	alice2 := Project{ID: TeamIdentity("acme", "alice", "laptop")}
+	bob := Project{ID: TeamIdentity("acme", "bob", "default")}
+	eve := Project{ID: TeamIdentity("evil", "eve", "default")}
+	w := func(l scope.Level, key string) Write {
+		return Write{Scope: l, Type: Semantic, Key: key, Body: "ship the release"}
+	}
+	put(t, s, alice, w(scope.Project, "alice-profile"))
+	put(t, s, alice2, w(scope.Workspace, "alice-user"))
+	put(t, s, bob, w(scope.Tenant, "acme-team"))
+	put(t, s, bob, w(scope.Project, "bob-profile"))
+	put(t, s, eve, w(scope.Tenant, "evil-team"))
+	put(t, s, projA, w(scope.Workspace, "machine-workspace"))
+	put(t, s, projA, w(scope.System, "machine-system"))
+	embedAll(t, s, c)
+	got := strings.Join(hitKeys(semantic(t, s, c, alice.ID, "deploy", SearchOptions{Limit: 20})), ",")
+	for _, k := range []string{"alice-profile", "alice-user", "acme-team", "machine-system"} {
+		if !strings.Contains(got, k) {
+			t.Errorf("alice misses %s: %s", k, got)
+		}
+	}
+	for _, k := range []string{"bob-profile", "evil-team", "machine-workspace"} {
+		if strings.Contains(got, k) {
+			t.Errorf("alice sees %s: %s", k, got)
+		}
+	}
+}

@@ -141,6 +141,10 @@ type response struct {
 	} `json:"data"`
 }
 
+// MaxDims is the longest vector accepted; embedding models give from a
+// few hundred to a few thousand dimensions.
+const MaxDims = 16384
+
 // maxResponse bounds what is read of an answer: 32 inputs of 4,096
 // dimensions as JSON take about 3 MB.
 const maxResponse = 64 << 20
@@ -191,8 +195,8 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 		if at < 0 || at >= len(inputs) || out[at] != nil {
 			return nil, c.fail(resp.StatusCode, false, "answer's vector %d has index %d", i, d.Index)
 		}
-		if len(d.Embedding) == 0 {
-			return nil, c.fail(resp.StatusCode, false, "answer's vector %d is empty", i)
+		if len(d.Embedding) == 0 || len(d.Embedding) > MaxDims {
+			return nil, c.fail(resp.StatusCode, false, "answer's vector %d has %d dimensions (want 1 to %d)", i, len(d.Embedding), MaxDims)
 		}
 		v := make([]float32, len(d.Embedding))
 		for j, x := range d.Embedding {

@@ -107,7 +107,9 @@ func TestErrorsNeverHoldInputsOrKey(t *testing.T) {
 		{"not json", answer(t, 200, "<html>"), "not an embeddings response", false, false},
 		{"short answer", answer(t, 200, `{"data":[]}`), "0 vectors for 1 inputs", false, false},
 		{"bad index", answer(t, 200, `{"data":[{"index":5,"embedding":[1]}]}`), "index 5", false, false},
-		{"empty vector", answer(t, 200, `{"data":[{"index":0,"embedding":[]}]}`), "empty", false, false},
+		{"empty vector", answer(t, 200, `{"data":[{"index":0,"embedding":[]}]}`), "0 dimensions", false, false},
+		{"huge vector", answer(t, 200, `{"data":[{"index":0,"embedding":[`+strings.Repeat("0,", embed.MaxDims)+`0]}]}`), "16385 dimensions", false, false},
+		{"not finite", answer(t, 200, `{"data":[{"index":0,"embedding":[1e999]}]}`), "not an embeddings response", false, false},
 		{"down", "http://127.0.0.1:1/v1", "cannot connect", true, false},
 	}
 	for _, tc := range cases {
