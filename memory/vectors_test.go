@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 	"time"
@@ -517,4 +518,66 @@ func TestSemanticTeamIdentities(t *testing.T) {
 			t.Errorf("alice sees %s: %s", k, got)
 		}
 	}
+}
+
+// TestFuseProperties checks the fusion on many random pairs of rankings:
+// exact hits before every other record, scores within 0..1 and never
+// rising down the list, no record twice, the limit and min_score kept.
+func TestFuseProperties(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	terms := Terms("postgres backup")
+	for round := range 2000 {
+		pool := make([]Hit, 30)
+		for i := range pool {
+			body := "something else"
+			switch r.Intn(3) {
+			case 0:
+				body = "the postgres backup runs"
+			case 1:
+				body = "postgres only"
+			}
+			pool[i] = Hit{Record: Record{ID: fmt.Sprint(i), Key: fmt.Sprintf("k%d", i), Body: body}}
+		}
+		pick := func() []Hit {
+			var l []Hit
+			for _, i := range r.Perm(len(pool))[:r.Intn(len(pool))] {
+				l = append(l, pool[i])
+			}
+			return l
+		}
+		kw, sem := pick(), pick()
+		limit, minScore := 1+r.Intn(20), r.Float64()*0.6
+		out := fuse(kw, sem, terms, limit, minScore, false)
+		if len(out) > limit {
+			t.Fatalf("round %d: %d hits over the limit %d", round, len(out), limit)
+		}
+		seen := map[string]bool{}
+		sawFuzzy := false
+		for i, h := range out {
+			if seen[h.Record.ID] {
+				t.Fatalf("round %d: %s twice", round, h.Record.ID)
+			}
+			seen[h.Record.ID] = true
+			if h.Score < minScore || h.Score < 0 || h.Score > 1 {
+				t.Fatalf("round %d: score %v (min %v)", round, h.Score, minScore)
+			}
+			if i > 0 && h.Score > out[i-1].Score {
+				t.Fatalf("round %d: score rises at %d", round, i)
+			}
+			exact := strings.Contains(pool[mustAtoi(h.Record.ID)].Record.Body, "postgres backup")
+			if exact && sawFuzzy {
+				t.Fatalf("round %d: exact hit %s below a fuzzy one", round, h.Record.ID)
+			}
+			sawFuzzy = sawFuzzy || !exact
+			if h.Record.Body != "" {
+				t.Fatalf("round %d: body kept", round)
+			}
+		}
+	}
+}
+
+func mustAtoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
 }
