@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 
 	"prom.codes/memory-mcp/memory/index"
+	"prom.codes/memory-mcp/memory/vector"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -49,7 +49,7 @@ func searchLimit(n int) int {
 // this project's records and the shared scopes' are read.
 // Errors: CodeInvalidArgument for an empty or zero query vector.
 func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
-	q := unit(query)
+	q := vector.Unit(query)
 	if q == nil {
 		return nil, Errorf(CodeInvalidArgument, "query", "has no vector")
 	}
@@ -64,13 +64,11 @@ func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts Searc
 	// Filters and the scope chain are judged on the rows, so read more
 	// neighbours than wanted, and more again when too many fall out.
 	for k := limit*4 + 20; ; k *= 4 {
-		s.vectors.mu.RLock()
 		near := s.vectors.nearest(q, keys, global, k)
-		s.vectors.mu.RUnlock()
-		var fresh []neighbour
+		var fresh []vector.Match
 		for _, n := range near {
-			if !seen[n.rid] {
-				seen[n.rid] = true
+			if !seen[n.ID] {
+				seen[n.ID] = true
 				fresh = append(fresh, n)
 			}
 		}
@@ -79,11 +77,11 @@ func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts Searc
 			return nil, fmt.Errorf("semantic search: %w", err)
 		}
 		for _, n := range fresh {
-			rec, ok := recs[n.rid]
+			rec, ok := recs[n.ID]
 			if !ok || !passes(rec, opts) {
 				continue
 			}
-			score := min(1, max(0, float64(n.sim)))
+			score := min(1, max(0, float64(n.Sim)))
 			if score < opts.MinScore {
 				continue
 			}
@@ -100,33 +98,16 @@ func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts Searc
 	return hits[:min(limit, len(hits))], nil
 }
 
-// unit is v at unit length, or nil for an empty or zero vector.
-func unit(v []float32) []float32 {
-	var n float64
-	for _, x := range v {
-		n += float64(x) * float64(x)
-	}
-	if n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
-		return nil
-	}
-	n = math.Sqrt(n)
-	out := make([]float32, len(v))
-	for i, x := range v {
-		out[i] = float32(float64(x) / n)
-	}
-	return out
-}
-
 // effectiveRows reads the records of ns that p sees as effective: visible,
 // not expired, and not shadowed by a narrower record of the same name.
-func (s *Store) effectiveRows(ctx context.Context, p scope.Identity, ns []neighbour) (map[int64]Record, error) {
+func (s *Store) effectiveRows(ctx context.Context, p scope.Identity, ns []vector.Match) (map[int64]Record, error) {
 	out := map[int64]Record{}
 	if len(ns) == 0 {
 		return out, nil
 	}
 	ids := make([]string, len(ns))
 	for i, n := range ns {
-		ids[i] = strconv.FormatInt(n.rid, 10)
+		ids[i] = strconv.FormatInt(n.ID, 10)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE r.rowid IN (`+strings.Join(ids, ",")+`) AND `+effective, s.args(p)...)
 	if err != nil {

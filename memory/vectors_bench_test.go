@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"prom.codes/memory-mcp/memory/vector"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -14,38 +15,7 @@ func randomVector(r *rand.Rand, dims int) []float32 {
 	for i := range v {
 		v[i] = float32(r.NormFloat64())
 	}
-	return unit(v)
-}
-
-// BenchmarkVectorNearest is the brute-force scan itself: int8 vectors in
-// memory, 70% of them visible to the caller, the best 60 kept.
-func BenchmarkVectorNearest(b *testing.B) {
-	for _, dims := range []int{384, 768} {
-		for _, n := range []int{10_000, 100_000} {
-			b.Run(fmt.Sprintf("vectors=%d/dims=%d", n, dims), func(b *testing.B) {
-				r := rand.New(rand.NewSource(1))
-				var x vectorIndex
-				x.reset("m", dims)
-				mine, other := string(scope.IdentityOf("/work/a")), string(scope.IdentityOf("/work/b"))
-				for i := range n {
-					bucket := mine
-					if i%10 < 3 {
-						bucket = other
-					}
-					x.add(int64(i+1), bucket, 0, randomVector(r, dims))
-				}
-				q := randomVector(r, dims)
-				keys := visibleBuckets(scope.Identity(mine))
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					if got := x.nearest(q, keys, scope.Workspace, 60); len(got) != 60 {
-						b.Fatalf("%d neighbours", len(got))
-					}
-				}
-			})
-		}
-	}
+	return vector.Unit(v)
 }
 
 // randomEmbedder gives random unit vectors: the benchmark measures the

@@ -471,20 +471,6 @@ func TestLeaseEmbedding(t *testing.T) {
 	}
 }
 
-func TestDot8(t *testing.T) {
-	for _, n := range []int{0, 1, 7, 8, 9, 384, 385} {
-		a, b := make([]int8, n), make([]int8, n)
-		var want int32
-		for i := range a {
-			a[i], b[i] = int8(i*37%255-127), int8(i*91%255-127)
-			want += int32(a[i]) * int32(b[i])
-		}
-		if got := dot8(a, b); got != want {
-			t.Errorf("n=%d: %d, want %d", n, got, want)
-		}
-	}
-}
-
 // TestSemanticTeamIdentities: on a team server each profile finds by
 // meaning its own records, its user's, its tenant's and the system's,
 // never another user's or tenant's, nor a workspace-root project's
