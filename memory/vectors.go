@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"prom.codes/memory-mcp/scope"
 	"prom.codes/memory-mcp/secrets"
 )
 
@@ -420,4 +421,17 @@ func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
 		_, err := tx.ExecContext(ctx, `UPDATE embed_lease SET until = 0 WHERE id = 1 AND holder = ?`, holder)
 		return err
 	})
+}
+
+// EmbedWaiting counts the records p sees that wait to be embedded,
+// leaving out those the endpoint refused. Records p cannot see are not
+// counted: on a team server their number is not the caller's business.
+func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q JOIN records r ON r.rowid = q.rid
+		WHERE q.tries < @tries AND `+visible, s.args(p, sql.Named("tries", maxTries))...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count queued records: %w", err)
+	}
+	return n, nil
 }

@@ -567,3 +567,18 @@ func mustAtoi(s string) int {
 	fmt.Sscan(s, &n)
 	return n
 }
+
+func TestEmbedWaitingCountsOnlyWhatTheCallerSees(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, sem("mine", "x"))
+	put(t, s, projB, sem("theirs", "y"))
+	put(t, s, projB, Write{Scope: scope.System, Type: Semantic, Key: "shared", Body: "z"})
+	for p, want := range map[*Project]int{&projA: 2, &projB: 2} {
+		if n, err := s.EmbedWaiting(ctx, p.ID); err != nil || n != want {
+			t.Errorf("%s: %d waiting, %v; want %d", p.ID, n, err, want)
+		}
+	}
+	if n, _ := s.EmbedQueued(ctx); n != 3 {
+		t.Errorf("queued %d, want 3", n)
+	}
+}

@@ -111,7 +111,7 @@ func (a *app) search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 		return nil, mode, "", err
 	}
 	note := ""
-	if n, err := a.store.EmbedQueued(ctx); err == nil && n > 0 {
+	if n, err := a.store.EmbedWaiting(ctx, p); err == nil && n > 0 {
 		note = fmt.Sprintf("%d records are still waiting to be embedded; until then only their words can find them", n)
 		if mode == memory.ModeSemantic {
 			note = fmt.Sprintf("%d records are still waiting to be embedded; semantic search cannot find them yet", n)
