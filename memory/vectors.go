@@ -435,3 +435,23 @@ func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity) (int, error)
 	}
 	return n, nil
 }
+
+// NoteDims tells the store that model now gives vectors of dims
+// dimensions (a query's, say). If its stored vectors have another length,
+// the model was replaced under its name: they are dropped and their
+// records queued again. It reports whether that happened.
+func (s *Store) NoteDims(ctx context.Context, model string, dims int) (bool, error) {
+	var other int
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims < @d)
+		+ EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims > @d)`, sql.Named("m", model), sql.Named("d", dims)).Scan(&other); err != nil {
+		return false, fmt.Errorf("check vector length: %w", err)
+	}
+	if other == 0 {
+		return false, nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error { return checkDims(ctx, tx, model, dims) })
+	if err != nil {
+		return false, fmt.Errorf("check vector length: %w", err)
+	}
+	return true, nil
+}

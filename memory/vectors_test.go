@@ -582,3 +582,23 @@ func TestEmbedWaitingCountsOnlyWhatTheCallerSees(t *testing.T) {
 		t.Errorf("queued %d, want 3", n)
 	}
 }
+
+func TestNoteDims(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, sem("one", "x"))
+	if _, err := s.EmbedPending(ctx, "m", fixedEmbedder(8), 4); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.NoteDims(ctx, "m", 8); err != nil || changed {
+		t.Fatalf("same length: %v %v", changed, err)
+	}
+	if changed, err := s.NoteDims(ctx, "other", 16); err != nil || changed {
+		t.Fatalf("another model: %v %v", changed, err)
+	}
+	if changed, err := s.NoteDims(ctx, "m", 16); err != nil || !changed {
+		t.Fatalf("new length: %v %v", changed, err)
+	}
+	if st, _ := s.EmbedStatus(ctx, "m"); st.Vectors != 0 || st.Pending != 1 {
+		t.Fatalf("%+v", st)
+	}
+}

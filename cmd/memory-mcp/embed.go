@@ -100,6 +100,11 @@ func (a *app) search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 		sm.log.Debug("embed query", "err", err)
 		return keyword(fmt.Sprintf("the embeddings endpoint could not be used (%v); answered by keyword", err))
 	}
+	if changed, err := a.store.NoteDims(ctx, sm.client.Model(), len(vs[0])); err != nil {
+		return nil, mode, "", err
+	} else if changed {
+		sm.log.Info("the embeddings model gives vectors of a new length: re-embedding every record", "model", sm.client.Model(), "dims", len(vs[0]))
+	}
 	sm.kick()
 	var hits []memory.Hit
 	if mode == memory.ModeSemantic {
