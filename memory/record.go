@@ -5,7 +5,9 @@
 // for secrets, and expiry defaults are applied, so nothing reaches the database
 // unchecked. The *sql.DB never leaves this package.
 //
-// It imports scope and secrets, and nothing else of this module.
+// It imports scope, secrets and its pure engines memory/index (keywords) and
+// memory/vector (vectors), and nothing else of this module; the embeddings
+// endpoint reaches it through the Embedder interface.
 package memory
 
 import (

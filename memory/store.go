@@ -48,6 +48,8 @@ type Store struct {
 	counts  map[countKey]count // see Count
 
 	search searchIndex // see Search
+
+	vectors vectorIndex // see SemanticSearch
 }
 
 // Options adjust how a Store is opened.

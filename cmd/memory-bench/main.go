@@ -7,11 +7,13 @@
 //
 //	go run ./cmd/memory-bench [-n 10000] [-files 1000] [-ops 500] [-seed 1] [-server PATH] [-run REGEXP]
 //	go run ./cmd/memory-bench -eval [-eval-sizes 5000,20000] [-eval-dir testdata/eval]
+//	go run ./cmd/memory-bench -vectors 10000,100000 [-dims 768] [-ops 200]
 //
 // It prints a markdown report: latency percentiles and throughput per
 // operation, process start to initialize result, the server's peak RSS,
 // the database size and the machine. With -eval it measures search
-// quality instead (see eval.go).
+// quality instead (see eval.go); with -vectors, semantic and hybrid search
+// over that many embedded records (see vectors.go).
 //
 // It imports memory, mirror and scope to seed the database quickly, corpus
 // for the text of the records and queries, and the MCP SDK's client.
@@ -60,6 +62,9 @@ type config struct {
 	eval      bool   // measure search quality instead of speed
 	evalDir   string // the labelled sets
 	evalSizes []int  // corpus sizes of the known-item evaluation
+
+	vectors []int // measure vector search at these record counts instead
+	dims    int   // the vectors' length
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -80,8 +85,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.eval, "eval", false, "measure search quality (recall@5, MRR) on the labelled sets and on known items, not speed")
 	fs.StringVar(&c.evalDir, "eval-dir", filepath.Join("testdata", "eval"), "directory of the labelled sets for -eval")
 	sizes := fs.String("eval-sizes", "5000,20000", "record counts of the known-item evaluation, comma-separated")
+	vectors := fs.String("vectors", "", "instead, measure semantic and hybrid search over this many embedded records, comma-separated (like 10000,100000)")
+	fs.IntVar(&c.dims, "dims", 768, "dimensions of the vectors for -vectors")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *vectors != "" {
+		for _, f := range strings.Split(*vectors, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return c, fmt.Errorf("-vectors: %q is not a record count", f)
+			}
+			c.vectors = append(c.vectors, n)
+		}
+		if c.dims < 1 {
+			return c, fmt.Errorf("-dims: want a positive number")
+		}
 	}
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -115,6 +134,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.eval {
 		return runEval(ctx, cfg, stdout, stderr)
+	}
+	if len(cfg.vectors) > 0 {
+		return runVectors(ctx, cfg, stdout, stderr)
 	}
 	tmp, err := os.MkdirTemp("", "memory-bench-")
 	if err != nil {

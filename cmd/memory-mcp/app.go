@@ -20,6 +20,7 @@ type app struct {
 	dir    *mirror.Dir
 	proj   memory.Project
 	weaver *weave.Weaver
+	sem    *semantic // nil without an embeddings endpoint
 }
 
 func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
@@ -37,6 +38,10 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		proj: memory.Project{ID: cfg.Project, Mirror: dir},
 	}
 	if _, err := a.purge(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if a.sem, err = newSemantic(cfg, st, log); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -93,7 +98,7 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 	if query != "" && len(memory.Terms(query)) > 0 {
 		// One search over the woven types, not one per type: the full-text
 		// match is the cost.
-		hits, err := a.store.Search(ctx, a.cfg.Project, memory.SearchOptions{Query: query, Types: types, Limit: 40, Bodies: true})
+		hits, _, _, err := a.search(ctx, a.cfg.Project, "", memory.SearchOptions{Query: query, Types: types, Limit: 40, Bodies: true})
 		if err != nil {
 			return weave.Block{}, err
 		}

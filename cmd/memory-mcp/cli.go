@@ -41,13 +41,14 @@ func init() {
 		{"read", "[--query Q] [--max-tokens N] [--json]", "print the woven recall block (session-start hook)", runRead},
 		{"capture", "[--json]", "record a session from a payload on stdin (session-end hook)", runCapture},
 		{"list", "[--type T] [--scope S] [--tag X] [--limit N] [--json]", "list the memories this project sees", runList},
-		{"search", "QUERY [--type T] [--scope S] [--limit N] [--json]", "search memories by keyword", runSearch},
+		{"search", "QUERY [--type T] [--scope S] [--limit N] [--mode M] [--json]", "search memories by keyword, or by meaning with embeddings", runSearch},
 		{"show", "KEY [--type T] [--scope S] | --id ID [--json]", "print one memory in full", runShow},
 		{"rm", "KEY [--type T] [--scope S] | --id ID [--json]", "delete a memory (and its markdown file)", runRm},
 		{"export", "[--out FILE] [--all-projects] [--json]", "write memories as JSON lines (with --out and --json, a JSON summary on stdout)", runExport},
 		{"import", "FILE [--format memory-mcp|server-memory] [--keep-projects] [--dry-run] [--json]", "read memories from JSON lines", runImport},
 		{"backup", "FILE [--json]", "copy the database consistently, even while servers write", runBackup},
 		{"restore", "FILE [--json]", "replace the database with a checked backup, keeping the old one", runRestore},
+		{"embed", "[--prune] [--json]", "embed every record still waiting, with the configured embeddings model", runEmbed},
 		{"doctor", "[--json]", "check the database, project, mirror, agent configs and embeddings", runDoctor},
 		{"stats", "[--json]", "count memories by scope and type; database size and age", runStats},
 		{"projects", "[--json] | move OLD_ROOT NEW_ROOT", "list projects, or carry one to a new root", runProjects},
@@ -84,7 +85,10 @@ Environment:
   PROMETHEUS_WORKSPACE_ROOT        workspace root (default: git top-level, else working directory)
   PROMETHEUS_MEMORY_TOKEN_BUDGET   recall budget in tokens (default 1500)
   PROMETHEUS_MEMORY_CONFIRMATIONS  sessions confirming a statement before it becomes a fact (default 2)
-  PROMETHEUS_MEMORY_EMBEDDINGS_URL embeddings endpoint (doctor checks it is reachable)
+  PROMETHEUS_MEMORY_EMBEDDINGS_URL   OpenAI-compatible embeddings API for semantic search;
+                                     unset, nothing is sent anywhere (e.g. http://localhost:11434/v1)
+  PROMETHEUS_MEMORY_EMBEDDINGS_MODEL the embeddings model, like nomic-embed-text
+  PROMETHEUS_MEMORY_EMBEDDINGS_KEY   its API key, sent as a bearer token (optional)
   PROMETHEUS_MEMORY_LOG_LEVEL      debug, info, warn or error (default info); logs go to stderr
 `)
 	return b.String()

@@ -224,7 +224,7 @@ func runDoctor(c *cli, args []string) error {
 		d.mirror(c, cfg)
 	}
 	d.agents(cfg.Root)
-	d.embeddings(c.ctx, c.getenv("PROMETHEUS_MEMORY_EMBEDDINGS_URL"))
+	d.embeddings(c.ctx, cfg)
 
 	bad := 0
 	for _, ch := range d.checks {
@@ -433,11 +433,12 @@ func serverCommand(ag agent, data []byte) (string, bool, error) {
 	return "", false, nil
 }
 
-// embeddings checks only that the endpoint answers: any HTTP response will
-// do, since the path and method a health check would need differ between
-// servers.
-func (d *doctor) embeddings(ctx context.Context, url string) {
+// embeddings checks that the endpoint answers (any HTTP response will do,
+// since the path and method a health check would need differ between
+// servers), then that it embeds a probe text with the configured model.
+func (d *doctor) embeddings(ctx context.Context, cfg Config) {
 	const area = "embeddings"
+	url := cfg.EmbeddingsURL
 	if url == "" {
 		d.ok(area, "not configured (PROMETHEUS_MEMORY_EMBEDDINGS_URL unset); keyword search only")
 		return
@@ -455,5 +456,9 @@ func (d *doctor) embeddings(ctx context.Context, url string) {
 		return
 	}
 	resp.Body.Close()
-	d.ok(area, "%s answers (HTTP %d)", req.URL.Redacted(), resp.StatusCode)
+	if cfg.EmbeddingsModel == "" {
+		d.problem(area, fmt.Sprintf("%s answers, but PROMETHEUS_MEMORY_EMBEDDINGS_MODEL is not set", req.URL.Redacted()), "set it to the name of the embeddings model the endpoint serves, like nomic-embed-text")
+		return
+	}
+	d.embedProbe(ctx, cfg)
 }

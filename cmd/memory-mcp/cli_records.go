@@ -103,17 +103,21 @@ func runSearch(c *cli, args []string) error {
 	typ := f.String("type", "", "only this type")
 	sc := f.String("scope", "", "only this scope")
 	limit := f.Int("limit", 10, "at most this many results (1-100)")
+	mode := f.String("mode", "", "keyword, semantic or hybrid (default hybrid with embeddings configured, else keyword)")
 	pos, err := f.parse(args, 1, -1)
 	if err != nil {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
 		srv := newServer(a, log)
-		_, out, err := srv.search(c.ctx, searchIn{Query: strings.Join(pos, " "), Type: *typ, Scope: *sc, Limit: *limit})
+		_, out, err := srv.search(c.ctx, searchIn{Query: strings.Join(pos, " "), Type: *typ, Scope: *sc, Limit: *limit, Mode: *mode})
 		if err != nil {
 			return err
 		}
 		printProblems(c.stderr, out.Problems)
+		if out.Note != "" {
+			fmt.Fprintf(c.stderr, "note: %s\n", out.Note)
+		}
 		if f.JSON() {
 			return printJSON(c.stdout, out.Results)
 		}

@@ -22,6 +22,10 @@ type Config struct {
 	TokenBudget   int            // PROMETHEUS_MEMORY_TOKEN_BUDGET, default 1500
 	Confirmations int            // PROMETHEUS_MEMORY_CONFIRMATIONS, default 2
 	LogLevel      slog.Level     // PROMETHEUS_MEMORY_LOG_LEVEL: debug, info, warn, error
+
+	// The embeddings endpoint, for semantic search: PROMETHEUS_MEMORY_EMBEDDINGS_URL,
+	// _MODEL and _KEY. Without a URL nothing is sent anywhere.
+	EmbeddingsURL, EmbeddingsModel, EmbeddingsKey string
 }
 
 func loadConfig(getenv func(string) string) (Config, error) {
@@ -57,6 +61,10 @@ func loadConfig(getenv func(string) string) (Config, error) {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			return c, fmt.Errorf("PROMETHEUS_MEMORY_LOG_LEVEL=%q: want debug, info, warn or error", v)
 		}
+	}
+	if c.EmbeddingsURL = strings.TrimSpace(getenv("PROMETHEUS_MEMORY_EMBEDDINGS_URL")); c.EmbeddingsURL != "" {
+		c.EmbeddingsModel = strings.TrimSpace(getenv("PROMETHEUS_MEMORY_EMBEDDINGS_MODEL"))
+		c.EmbeddingsKey = strings.TrimSpace(getenv("PROMETHEUS_MEMORY_EMBEDDINGS_KEY"))
 	}
 	return c, nil
 }

@@ -198,6 +198,7 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 
 	go t.purgeLoop(ctx, 10*time.Minute)
 	go t.revokedLoop(ctx, revokedEvery)
+	defer a.sem.start(ctx)()
 	served := make(chan error, 1)
 	go func() {
 		if o.certFile != "" {

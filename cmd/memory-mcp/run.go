@@ -140,12 +140,14 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 		srv.instructionsLoop(ctx)
 	}()
 	go srv.purgeLoop(ctx, 10*time.Minute)
+	stopEmbedding := a.sem.start(ctx)
 	log.Debug("serving", "db", a.cfg.DBPath, "root", a.cfg.Root)
 	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
 	// database closes. Without the tokenizer there is nothing to refresh,
 	// and a load still under way is not waited for.
 	cancel()
+	stopEmbedding()
 	if srv.app.weaver.Ready() {
 		select {
 		case <-loop:

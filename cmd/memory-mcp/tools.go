@@ -184,6 +184,7 @@ type searchIn struct {
 	Since    string   `json:"since,omitempty"`
 	Limit    int      `json:"limit,omitempty"`
 	MinScore float64  `json:"min_score,omitempty"`
+	Mode     string   `json:"mode,omitempty"`
 }
 
 type searchHit struct {
@@ -206,6 +207,8 @@ type why struct {
 
 type searchOut struct {
 	Results  []searchHit `json:"results"`
+	Mode     string      `json:"mode"`           // how it was answered
+	Note     string      `json:"note,omitempty"` // why not as asked, or what is not found yet
 	Problems []problem   `json:"problems,omitempty"`
 }
 
@@ -285,7 +288,7 @@ Example: {"type":"semantic","limit":20}`,
 	addTool(s, &mcp.Tool{
 		Name:  "memory_search",
 		Title: "Search memories",
-		Description: `Full-text search over key, description, body and tags, in plain words: any word can match, stemmed, and memories sharing the most rare words with the query rank first (BM25; score 0..1). Returns previews; read one in full with memory_read.
+		Description: `Full-text search over key, description, body and tags, in plain words: any word can match, stemmed, and memories sharing the most rare words with the query rank first (BM25; score 0..1). With an embeddings model configured it also finds memories by meaning (mode). Returns previews; read one in full with memory_read.
 Example: {"query":"how do we run the integration tests","type":"procedural","limit":5}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
 		InputSchema: schemaFor[searchIn](func(p map[string]*jsonschema.Schema) {
@@ -297,6 +300,8 @@ Example: {"query":"how do we run the integration tests","type":"procedural","lim
 			p["limit"].Minimum, p["limit"].Maximum = ptr(0.0), ptr(100.0)
 			p["min_score"].Description = "drop results scoring below this (0..1)"
 			p["min_score"].Minimum, p["min_score"].Maximum = ptr(0.0), ptr(1.0)
+			p["mode"].Description = "keyword (words), semantic (meaning, through the configured embeddings model) or hybrid (both fused; exact keyword hits first); default hybrid when embeddings are configured, else keyword"
+			enum(p["mode"], []any{"keyword", "semantic", "hybrid"})
 		}),
 	}, wrap(srv.search))
 	srv.addCaptureTool(s)
@@ -541,19 +546,26 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 			return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "since", "is not an RFC 3339 time (like 2026-01-02T15:04:05Z)")
 		}
 	}
-	hits, err := srv.app.store.Search(ctx, srv.app.cfg.Project, memory.SearchOptions{
+	mode, err := memory.ParseMode("mode", in.Mode)
+	if err != nil {
+		return "", searchOut{}, err
+	}
+	hits, mode, note, err := srv.app.search(ctx, srv.app.cfg.Project, mode, memory.SearchOptions{
 		Query: in.Query, Type: t, Scope: sc, Tags: in.Tags, Since: since, Limit: in.Limit, MinScore: in.MinScore,
 	})
 	if err != nil {
 		return "", searchOut{}, err
 	}
-	out := searchOut{Results: make([]searchHit, 0, len(hits)), Problems: problems(rep)}
+	out := searchOut{Results: make([]searchHit, 0, len(hits)), Mode: string(mode), Note: note, Problems: problems(rep)}
 	var b strings.Builder
 	b.WriteString(plural(len(hits), "result", "results"))
 	if memory.ScanField("query", in.Query) == nil {
 		fmt.Fprintf(&b, " for %q", in.Query)
 	}
-	b.WriteString("\n")
+	fmt.Fprintf(&b, " (%s)\n", mode)
+	if note != "" {
+		fmt.Fprintf(&b, "Note: %s\n", note)
+	}
 	for _, h := range hits {
 		r := h.Record
 		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),

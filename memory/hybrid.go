@@ -1,0 +1,284 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"prom.codes/memory-mcp/memory/index"
+	"prom.codes/memory-mcp/memory/vector"
+	"prom.codes/memory-mcp/scope"
+)
+
+// Mode is how a search finds records: by their words, by their meaning
+// (the vectors of an embeddings model), or both fused.
+type Mode string
+
+// The modes.
+const (
+	ModeKeyword  Mode = "keyword"
+	ModeSemantic Mode = "semantic"
+	ModeHybrid   Mode = "hybrid"
+)
+
+// ParseMode validates a mode name; "" is "". Errors: CodeInvalidArgument
+// naming field.
+func ParseMode(field, s string) (Mode, error) {
+	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
+	case "", ModeKeyword, ModeSemantic, ModeHybrid:
+		return m, nil
+	}
+	return "", Errorf(CodeInvalidArgument, field, "unknown mode %q (want keyword, semantic or hybrid)", clip(s, 40))
+}
+
+func searchLimit(n int) int {
+	if n <= 0 {
+		return 10
+	}
+	return min(n, 100)
+}
+
+// SemanticSearch ranks the effective records passing opts's filters by the
+// cosine similarity of their vectors of model with query, the vector the
+// same model gave for the query's text; the score is that similarity, at
+// least 0. Records the model has not embedded yet are not found, nor are
+// those not similar at all. opts.Query only shapes the previews. Only
+// this project's records and the shared scopes' are read.
+// Errors: CodeInvalidArgument for an empty or zero query vector.
+func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
+	q := vector.Unit(query)
+	if q == nil {
+		return nil, Errorf(CodeInvalidArgument, "query", "has no vector")
+	}
+	limit := searchLimit(opts.Limit)
+	if err := s.vectors.catchUp(ctx, s.db, model, len(q)); err != nil {
+		return nil, fmt.Errorf("semantic search: %w", err)
+	}
+	keys, global := visibleBuckets(p), globalFrom(p)
+	terms, words := analyzeQuery(opts.Query)
+	hits := []Hit{}
+	seen := map[int64]bool{}
+	// Filters and the scope chain are judged on the rows, so read more
+	// neighbours than wanted, and more again when too many fall out.
+	for k := limit*4 + 20; ; k *= 4 {
+		near := s.vectors.nearest(q, keys, global, k)
+		var fresh []vector.Match
+		for _, n := range near {
+			if !seen[n.ID] {
+				seen[n.ID] = true
+				fresh = append(fresh, n)
+			}
+		}
+		recs, err := s.effectiveRows(ctx, p, fresh)
+		if err != nil {
+			return nil, fmt.Errorf("semantic search: %w", err)
+		}
+		for _, n := range fresh {
+			rec, ok := recs[n.ID]
+			if !ok || !passes(rec, opts) {
+				continue
+			}
+			score := min(1, max(0, float64(n.Sim)))
+			if score < opts.MinScore {
+				continue
+			}
+			h := Hit{Record: rec, Score: score, Preview: preview(rec, terms, words)}
+			if !opts.Bodies {
+				h.Record.Body = ""
+			}
+			hits = append(hits, h)
+		}
+		if len(hits) >= limit || len(near) < k {
+			break
+		}
+	}
+	return hits[:min(limit, len(hits))], nil
+}
+
+// effectiveRows reads the records of ns that p sees as effective: visible,
+// not expired, and not shadowed by a narrower record of the same name.
+func (s *Store) effectiveRows(ctx context.Context, p scope.Identity, ns []vector.Match) (map[int64]Record, error) {
+	out := map[int64]Record{}
+	if len(ns) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(ns))
+	for i, n := range ns {
+		ids[i] = strconv.FormatInt(n.ID, 10)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE r.rowid IN (`+strings.Join(ids, ",")+`) AND `+effective, s.args(p)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var project string
+		r, err := scanRecord(withRowid{rows, &id, &project})
+		if err != nil {
+			return nil, err
+		}
+		out[id] = r
+	}
+	return out, rows.Err()
+}
+
+// passes reports whether r passes opts's filters.
+func passes(r Record, opts SearchOptions) bool {
+	if opts.Type != "" && r.Type != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, r.Type) {
+		return false
+	}
+	if opts.Scope != nil && r.Scope != *opts.Scope {
+		return false
+	}
+	if !opts.Since.IsZero() && r.UpdatedAt.Before(opts.Since) {
+		return false
+	}
+	for _, t := range opts.Tags {
+		if !slices.Contains(r.Tags, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// rrfK damps reciprocal rank fusion: a rank r counts 1/(rrfK + r).
+const rrfK = 60
+
+// HybridSearch fuses the keyword ranking of Search with the similarity
+// ranking of SemanticSearch by reciprocal rank fusion: a record scores
+// the sum of 1/(60 + its rank) in each ranking, scaled so that first in
+// every ranking that found anything is 1. An exact keyword hit, a record
+// holding every searchable word of the query, ranks above every record
+// that is not one, and scores at least as high. opts.MinScore applies to
+// the fused score. Errors: those of Search, but a query with no
+// searchable word is searched by meaning alone.
+func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
+	limit := searchLimit(opts.Limit)
+	deep := opts
+	deep.Limit, deep.MinScore, deep.Bodies = min(100, max(3*limit, 30)), 0, true
+	kw, err := s.Search(ctx, p, deep)
+	if err != nil && !errors.Is(err, ErrInvalidArgument) {
+		return nil, err
+	}
+	sem, err := s.SemanticSearch(ctx, p, deep, model, query)
+	if err != nil {
+		return nil, err
+	}
+	return fuse(kw, sem, Terms(opts.Query), limit, opts.MinScore, opts.Bodies), nil
+}
+
+// fused is one record in a fusion.
+type fused struct {
+	hit    Hit
+	score  float64
+	exact  bool
+	kwRank int // 1-based; 0 when the keyword ranking does not hold it
+}
+
+// fuse merges a keyword ranking and a similarity ranking (each best
+// first, with bodies) as HybridSearch describes.
+func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies bool) []Hit {
+	byID := map[string]*fused{}
+	var all []*fused
+	get := func(h Hit) *fused {
+		f, ok := byID[h.Record.ID]
+		if !ok {
+			f = &fused{hit: h}
+			byID[h.Record.ID] = f
+			all = append(all, f)
+		}
+		return f
+	}
+	lists := 0
+	for _, l := range [][]Hit{kw, sem} {
+		if len(l) > 0 {
+			lists++
+		}
+	}
+	if lists == 0 {
+		return []Hit{}
+	}
+	best := float64(lists) / (rrfK + 1)
+	for i, h := range kw {
+		f := get(h)
+		f.score += 1 / float64(rrfK+i+1)
+		f.kwRank = i + 1
+		f.exact = holdsAll(h.Record, terms)
+	}
+	for i, h := range sem {
+		f := get(h)
+		f.score += 1 / float64(rrfK+i+1)
+		if f.kwRank == 0 {
+			// Past the depth of the keyword ranking, an exact hit is still one.
+			f.exact = holdsAll(h.Record, terms)
+		}
+	}
+	var fuzzy float64 // the best score of a record that is not an exact hit
+	for _, f := range all {
+		f.score = min(1, f.score/best)
+		if !f.exact {
+			fuzzy = max(fuzzy, f.score)
+		}
+	}
+	for _, f := range all {
+		if f.exact {
+			f.score = max(f.score, fuzzy)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *fused) int {
+		switch {
+		case a.exact != b.exact:
+			if a.exact {
+				return -1
+			}
+			return 1
+		case a.score != b.score:
+			if a.score > b.score {
+				return -1
+			}
+			return 1
+		case a.kwRank != b.kwRank:
+			if b.kwRank == 0 || a.kwRank != 0 && a.kwRank < b.kwRank {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	out := make([]Hit, 0, min(limit, len(all)))
+	for _, f := range all {
+		if len(out) == limit || f.score < minScore {
+			break
+		}
+		h := f.hit
+		h.Score = f.score
+		if !bodies {
+			h.Record.Body = ""
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// holdsAll reports whether r holds every one of terms (analyzed query
+// terms) in its key, description, body or tags.
+func holdsAll(r Record, terms []string) bool {
+	if len(terms) == 0 {
+		return false
+	}
+	text := strings.NewReplacer("-", " ", "_", " ").Replace(r.Key) + "\n" + r.Description + "\n" + r.Body + "\n" + strings.Join(r.Tags, " ")
+	have := map[string]bool{}
+	for _, t := range index.Analyze(text) {
+		have[t] = true
+	}
+	for _, t := range terms {
+		if !have[t] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,604 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"prom.codes/memory-mcp/memory/embed"
+	"prom.codes/memory-mcp/memory/embed/embedtest"
+	"prom.codes/memory-mcp/scope"
+)
+
+// standIn starts the loopback embeddings server and a client of it for
+// model.
+func standIn(t *testing.T, model string) (*embedtest.Server, *embed.Client) {
+	t.Helper()
+	srv, err := embedtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv, client(t, srv, model)
+}
+
+func client(t *testing.T, srv *embedtest.Server, model string) *embed.Client {
+	t.Helper()
+	c, err := embed.New(embed.Config{URL: srv.URL, Model: model, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// embedAll embeds every queued record.
+func embedAll(t *testing.T, s *Store, c *embed.Client) EmbedResult {
+	t.Helper()
+	var total EmbedResult
+	for range 100 {
+		r, err := s.EmbedPending(ctx, c.Model(), c, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Embedded += r.Embedded
+		total.Skipped += r.Skipped
+		total.Dropped += r.Dropped
+		if r == (EmbedResult{}) {
+			return total
+		}
+	}
+	t.Fatal("the queue never emptied")
+	return total
+}
+
+func queryVec(t *testing.T, c *embed.Client, q string) []float32 {
+	t.Helper()
+	vs, err := c.Embed(ctx, []string{q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs[0]
+}
+
+func hitKeys(hits []Hit) []string {
+	var ks []string
+	for _, h := range hits {
+		ks = append(ks, h.Record.Key)
+	}
+	return ks
+}
+
+func semantic(t *testing.T, s *Store, c *embed.Client, p scope.Identity, q string, opts SearchOptions) []Hit {
+	t.Helper()
+	opts.Query = q
+	hits, err := s.SemanticSearch(ctx, p, opts, c.Model(), queryVec(t, c, q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
+}
+
+func hybrid(t *testing.T, s *Store, c *embed.Client, p scope.Identity, q string, opts SearchOptions) []Hit {
+	t.Helper()
+	opts.Query = q
+	hits, err := s.HybridSearch(ctx, p, opts, c.Model(), queryVec(t, c, q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
+}
+
+func sem(key, body string) Write {
+	return Write{Scope: scope.Project, Type: Semantic, Key: key, Body: body}
+}
+
+func TestSemanticFindsByMeaning(t *testing.T) {
+	s, _ := mustOpen(t)
+	_, c := standIn(t, "toy")
+	put(t, s, projA, sem("shipping-howto", "To ship a release, tag it and run the pipeline."))
+	put(t, s, projA, sem("pets", "The kitten sleeps on the sofa."))
+	put(t, s, projA, sem("lunch", "Bananas and apples are in the kitchen."))
+	if r := embedAll(t, s, c); r.Embedded != 3 {
+		t.Fatalf("embedded %+v, want 3", r)
+	}
+	const q = "how do we deploy to production"
+	kw, err := s.Search(ctx, projA.ID, SearchOptions{Query: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kw) != 0 {
+		t.Fatalf("keyword search found %v for a query sharing no word", hitKeys(kw))
+	}
+	for name, hits := range map[string][]Hit{
+		"semantic": semantic(t, s, c, projA.ID, q, SearchOptions{}),
+		"hybrid":   hybrid(t, s, c, projA.ID, q, SearchOptions{}),
+	} {
+		if len(hits) == 0 || hits[0].Record.Key != "shipping-howto" {
+			t.Errorf("%s: %v, want shipping-howto first", name, hitKeys(hits))
+		}
+		for _, h := range hits {
+			if h.Score <= 0 || h.Score > 1 {
+				t.Errorf("%s: score %v of %s outside (0, 1]", name, h.Score, h.Record.Key)
+			}
+			if h.Record.Body != "" {
+				t.Errorf("%s: hit carries its body", name)
+			}
+		}
+	}
+	// The preview is the record's own text.
+	hits := semantic(t, s, c, projA.ID, "feline", SearchOptions{})
+	if len(hits) == 0 || hits[0].Record.Key != "pets" || !strings.Contains(hits[0].Preview, "kitten") {
+		t.Fatalf("feline: %+v", hits)
+	}
+}
+
+func TestHybridKeepsExactHitsFirst(t *testing.T) {
+	s, _ := mustOpen(t)
+	_, c := standIn(t, "toy")
+	put(t, s, projA, sem("backup-job", "Run the postgres backup every night from the ops box with the usual retention."))
+	put(t, s, projA, sem("datastores", "database db sql sqlite datastore"))
+	put(t, s, projA, sem("tuning", "postgres tuning: vacuum often"))
+	put(t, s, projA, sem("unrelated", "The kitten sleeps."))
+	embedAll(t, s, c)
+	const q = "postgres backup"
+	// By meaning alone the pure database record is nearest...
+	if got := semantic(t, s, c, projA.ID, q, SearchOptions{}); len(got) == 0 || got[0].Record.Key != "datastores" {
+		t.Fatalf("semantic: %v; the test needs the fuzzy neighbour nearest by meaning", hitKeys(got))
+	}
+	// ...yet fused, the record holding both words comes first.
+	hits := hybrid(t, s, c, projA.ID, q, SearchOptions{})
+	if len(hits) < 3 || hits[0].Record.Key != "backup-job" {
+		t.Fatalf("hybrid: %v, want backup-job first", hitKeys(hits))
+	}
+	for i := 1; i < len(hits); i++ {
+		if hits[i].Score > hits[i-1].Score {
+			t.Fatalf("hybrid scores not descending: %v at %d after %v", hits[i].Score, i, hits[i-1].Score)
+		}
+	}
+	if hits[0].Score < hits[1].Score {
+		t.Fatalf("exact hit scores %v below %v", hits[0].Score, hits[1].Score)
+	}
+	// min_score works on the fused score.
+	cut := hybrid(t, s, c, projA.ID, q, SearchOptions{MinScore: hits[1].Score + 1e-9})
+	if len(cut) != 1 || cut[0].Record.Key != "backup-job" {
+		t.Fatalf("min_score %v: %v", hits[1].Score, hitKeys(cut))
+	}
+	// A query of stop-words only has no keyword side; meaning still works.
+	if _, err := s.HybridSearch(ctx, projA.ID, SearchOptions{Query: "the of"}, c.Model(), queryVec(t, c, "the of")); err != nil {
+		t.Fatalf("stop-words only: %v", err)
+	}
+}
+
+func TestSemanticSeesOnlyVisibleRecords(t *testing.T) {
+	s, clk := mustOpen(t)
+	_, c := standIn(t, "toy")
+	put(t, s, projA, sem("release-a", "ship the release"))
+	put(t, s, projB, sem("release-b", "ship the release from b"))
+	put(t, s, projB, Write{Scope: scope.System, Type: Semantic, Key: "release-sys", Body: "ship releases on fridays"})
+	put(t, s, projA, Write{Scope: scope.Project, Type: Working, Key: "release-note", Body: "shipping soon"})
+	put(t, s, projA, Write{Scope: scope.Project, Type: Semantic, Key: "release-old", Body: "ship it", TTL: ptrDur(time.Hour)})
+	embedAll(t, s, c)
+	clk.Add(2 * time.Hour) // release-old expires
+	hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{})
+	got := strings.Join(hitKeys(hits), ",")
+	for _, k := range []string{"release-a", "release-sys", "release-note"} {
+		if !strings.Contains(got, k) {
+			t.Errorf("missing %s in %s", k, got)
+		}
+	}
+	for _, k := range []string{"release-b", "release-old"} {
+		if strings.Contains(got, k) {
+			t.Errorf("%s is not visible to project a, yet found: %s", k, got)
+		}
+	}
+	typed := semantic(t, s, c, projA.ID, "deploy", SearchOptions{Type: Working})
+	if len(typed) != 1 || typed[0].Record.Key != "release-note" {
+		t.Errorf("type filter: %v", hitKeys(typed))
+	}
+	// A narrower record shadows a broader one of the same name.
+	put(t, s, projA, Write{Scope: scope.Project, Type: Semantic, Key: "release-sys", Body: "a kitten"})
+	embedAll(t, s, c)
+	for _, h := range semantic(t, s, c, projA.ID, "deploy", SearchOptions{}) {
+		if h.Record.Key == "release-sys" && h.Record.Scope != scope.Project {
+			t.Errorf("the system record shows though the project one shadows it")
+		}
+	}
+}
+
+func ptrDur(d time.Duration) *time.Duration { return &d }
+
+func TestUpdateAndDeleteDropVectors(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	put(t, s, projA, sem("fact", "ship the release"))
+	embedAll(t, s, c)
+	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 {
+		t.Fatalf("before: %v", hitKeys(hits))
+	}
+	body := "a kitten on the sofa"
+	if _, err := s.Update(ctx, projA, Selector{Key: "fact"}, Patch{Body: &body}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.EmbedStatus(ctx, "toy")
+	if st.Vectors != 0 || st.Pending != 1 {
+		t.Fatalf("after update: %+v, want the vector dropped and the record queued", st)
+	}
+	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+		t.Fatalf("the old text's vector still answers: %v", hitKeys(hits))
+	}
+	embedAll(t, s, c)
+	if hits := semantic(t, s, c, projA.ID, "feline", SearchOptions{}); len(hits) != 1 {
+		t.Fatalf("after re-embedding: %v", hitKeys(hits))
+	}
+	// A change while the record is being embedded: the vector of the old
+	// text is not kept, and the record stays queued.
+	put(t, s, projA, sem("other", "a pear"))
+	before := srv.Requests()
+	srv.Hold()
+	done := make(chan EmbedResult)
+	go func() {
+		r, err := s.EmbedPending(context.Background(), "toy", c, 16)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	body2 := "ship the release again"
+	for srv.Requests() == before {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := s.Update(ctx, projA, Selector{Key: "other"}, Patch{Body: &body2}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Release()
+	if r := <-done; r.Dropped != 1 || r.Embedded != 0 {
+		t.Fatalf("raced round: %+v, want the changed record dropped", r)
+	}
+	embedAll(t, s, c)
+	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 || hits[0].Record.Key != "other" {
+		t.Fatalf("after the race: %v", hitKeys(hits))
+	}
+	if _, err := s.Delete(ctx, projA, Selector{Key: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+		t.Fatalf("deleted record still found: %v", hitKeys(hits))
+	}
+	if st, _ := s.EmbedStatus(ctx, "toy"); st.Vectors != 1 || st.Pending != 0 {
+		t.Fatalf("after delete: %+v", st)
+	}
+}
+
+func TestModelChangeNeverMixes(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, a := standIn(t, "toy-a")
+	put(t, s, projA, sem("shipping", "ship the release"))
+	put(t, s, projA, sem("pets", "a kitten"))
+	embedAll(t, s, a)
+	b := client(t, srv, "toy-b")
+	// Before b has embedded anything, a search by b finds nothing: a's
+	// vectors, of the same length, are never read for it.
+	if hits := semantic(t, s, b, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+		t.Fatalf("model b found %v through model a's vectors", hitKeys(hits))
+	}
+	n, err := s.QueueMissing(ctx, "toy-b")
+	if err != nil || n != 2 {
+		t.Fatalf("queue for the new model: %d, %v", n, err)
+	}
+	if r := embedAll(t, s, b); r.Embedded != 2 {
+		t.Fatalf("re-embedded %+v", r)
+	}
+	if hits := semantic(t, s, b, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 || hits[0].Record.Key != "shipping" {
+		t.Fatalf("model b: %v", hitKeys(hits))
+	}
+	st, _ := s.EmbedStatus(ctx, "toy-b")
+	if st.Vectors != 2 || st.Others["toy-a"] != 2 || st.Dims != embedtest.Dims {
+		t.Fatalf("status: %+v", st)
+	}
+	// Switching back needs nothing new.
+	if n, _ := s.QueueMissing(ctx, "toy-a"); n != 0 {
+		t.Fatalf("switching back queued %d", n)
+	}
+	if hits := semantic(t, s, a, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 {
+		t.Fatalf("model a again: %v", hitKeys(hits))
+	}
+	if n, err := s.PruneVectors(ctx, "toy-b"); err != nil || n != 2 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+}
+
+// fixedEmbedder gives vectors of a set length, to change a model's
+// dimensions under the same name.
+type fixedEmbedder int
+
+func (f fixedEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i := range out {
+		out[i] = make([]float32, int(f))
+		out[i][0] = 1
+	}
+	return out, nil
+}
+
+func TestModelReplacedUnderItsName(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, sem("one", "x"))
+	put(t, s, projA, sem("two", "y"))
+	if _, err := s.EmbedPending(ctx, "m", fixedEmbedder(8), 1); err != nil {
+		t.Fatal(err)
+	}
+	// The next vector is longer: the model changed. The shorter one goes
+	// and its record is embedded again.
+	if _, err := s.EmbedPending(ctx, "m", fixedEmbedder(16), 1); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.EmbedStatus(ctx, "m")
+	if st.Vectors != 1 || st.Dims != 16 || st.Pending != 1 {
+		t.Fatalf("%+v", st)
+	}
+	for range 3 {
+		if _, err := s.EmbedPending(ctx, "m", fixedEmbedder(16), 4); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := s.EmbedStatus(ctx, "m"); st.Vectors != 2 || st.Pending != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestSecretsNeverSent(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	const secret = "AKIA" + "Z7QW3RTY5UXP2KLM"
+	if _, _, err := s.Put(ctx, projA, sem("token", "the token is "+secret)); !errors.Is(err, ErrSecretRejected) {
+		t.Fatalf("put a secret: %v", err)
+	}
+	put(t, s, projA, sem("fine", "ship the release"))
+	// A row that never went through Put (an older build's, say) is still
+	// scanned on its way out.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at)
+		VALUES ('raw', ?, 0, 'semantic', 'raw', ?, 0, 0)`, string(projA.ID), "key "+secret); err != nil {
+		t.Fatal(err)
+	}
+	r := embedAll(t, s, c)
+	if r.Embedded != 1 || r.Skipped != 1 {
+		t.Fatalf("%+v, want one embedded and the secret skipped", r)
+	}
+	for _, in := range srv.Inputs() {
+		if strings.Contains(in, secret) || strings.Contains(in, secret[:12]) {
+			t.Fatalf("the endpoint received a secret: %q", in)
+		}
+	}
+	// And it is not queued again.
+	if st, _ := s.EmbedStatus(ctx, "toy"); st.Pending != 0 || st.Refused != 0 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestRefusedInputsAreShortenedOrSkipped(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	srv.SetMaxInput(600)
+	for i := range 5 {
+		put(t, s, projA, sem(fmt.Sprintf("short-%d", i), "ship it"))
+	}
+	put(t, s, projA, sem("long", "deploy "+strings.Repeat("the release goes out today ", 200)))
+	r := embedAll(t, s, c)
+	if r.Embedded != 6 || r.Skipped != 0 {
+		t.Fatalf("%+v: the long text should have been cut until accepted", r)
+	}
+	srv.SetMaxInput(10) // now even the shortest cut is refused
+	put(t, s, projA, sem("longer", strings.Repeat("kitten ", 100)))
+	r = embedAll(t, s, c)
+	if r.Embedded != 0 || r.Skipped != maxTries {
+		t.Fatalf("%+v, want %d refusals", r, maxTries)
+	}
+	// It stays queued, refused, until another QueueMissing gives it a chance.
+	st, _ := s.EmbedStatus(ctx, "toy")
+	if st.Refused != 1 {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestEndpointDownKeepsTheQueue(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	srv.Down()
+	put(t, s, projA, sem("shipping", "ship the release"))
+	_, err := s.EmbedPending(ctx, "toy", c, 16)
+	var ee *embed.Error
+	if !errors.As(err, &ee) || !ee.Unreachable {
+		t.Fatalf("down: %v", err)
+	}
+	if strings.Contains(err.Error(), "ship") {
+		t.Fatalf("the error holds the input: %v", err)
+	}
+	if st, _ := s.EmbedStatus(ctx, "toy"); st.Pending != 1 {
+		t.Fatalf("%+v", st)
+	}
+	if err := srv.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if r := embedAll(t, s, c); r.Embedded != 1 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestQueueSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/memory.db"
+	s, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, projA, sem("shipping", "ship the release"))
+	s.Close()
+	s, err = Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, c := standIn(t, "toy")
+	if r := embedAll(t, s, c); r.Embedded != 1 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestLeaseEmbedding(t *testing.T) {
+	s, clk := mustOpen(t)
+	if ok, err := s.LeaseEmbedding(ctx, "a", time.Minute); err != nil || !ok {
+		t.Fatalf("first lease: %v %v", ok, err)
+	}
+	if ok, _ := s.LeaseEmbedding(ctx, "b", time.Minute); ok {
+		t.Fatal("b took a's running lease")
+	}
+	if ok, _ := s.LeaseEmbedding(ctx, "a", time.Minute); !ok {
+		t.Fatal("a could not renew")
+	}
+	clk.Add(2 * time.Minute)
+	if ok, _ := s.LeaseEmbedding(ctx, "b", time.Minute); !ok {
+		t.Fatal("b could not take a lease that ran out")
+	}
+	if err := s.ReleaseEmbedding(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.LeaseEmbedding(ctx, "a", time.Minute); !ok {
+		t.Fatal("a could not take a released lease")
+	}
+}
+
+// TestSemanticTeamIdentities: on a team server each profile finds by
+// meaning its own records, its user's, its tenant's and the system's,
+// never another user's or tenant's, nor a workspace-root project's
+// workspace records in the global bucket.
+func TestSemanticTeamIdentities(t *testing.T) {
+	s, _ := mustOpen(t)
+	_, c := standIn(t, "toy")
+	alice := Project{ID: TeamIdentity("acme", "alice", "default")}
+	alice2 := Project{ID: TeamIdentity("acme", "alice", "laptop")}
+	bob := Project{ID: TeamIdentity("acme", "bob", "default")}
+	eve := Project{ID: TeamIdentity("evil", "eve", "default")}
+	w := func(l scope.Level, key string) Write {
+		return Write{Scope: l, Type: Semantic, Key: key, Body: "ship the release"}
+	}
+	put(t, s, alice, w(scope.Project, "alice-profile"))
+	put(t, s, alice2, w(scope.Workspace, "alice-user"))
+	put(t, s, bob, w(scope.Tenant, "acme-team"))
+	put(t, s, bob, w(scope.Project, "bob-profile"))
+	put(t, s, eve, w(scope.Tenant, "evil-team"))
+	put(t, s, projA, w(scope.Workspace, "machine-workspace"))
+	put(t, s, projA, w(scope.System, "machine-system"))
+	embedAll(t, s, c)
+	got := strings.Join(hitKeys(semantic(t, s, c, alice.ID, "deploy", SearchOptions{Limit: 20})), ",")
+	for _, k := range []string{"alice-profile", "alice-user", "acme-team", "machine-system"} {
+		if !strings.Contains(got, k) {
+			t.Errorf("alice misses %s: %s", k, got)
+		}
+	}
+	for _, k := range []string{"bob-profile", "evil-team", "machine-workspace"} {
+		if strings.Contains(got, k) {
+			t.Errorf("alice sees %s: %s", k, got)
+		}
+	}
+}
+
+// TestFuseProperties checks the fusion on many random pairs of rankings:
+// exact hits before every other record, scores within 0..1 and never
+// rising down the list, no record twice, the limit and min_score kept.
+func TestFuseProperties(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	terms := Terms("postgres backup")
+	for round := range 2000 {
+		pool := make([]Hit, 30)
+		for i := range pool {
+			body := "something else"
+			switch r.Intn(3) {
+			case 0:
+				body = "the postgres backup runs"
+			case 1:
+				body = "postgres only"
+			}
+			pool[i] = Hit{Record: Record{ID: fmt.Sprint(i), Key: fmt.Sprintf("k%d", i), Body: body}}
+		}
+		pick := func() []Hit {
+			var l []Hit
+			for _, i := range r.Perm(len(pool))[:r.Intn(len(pool))] {
+				l = append(l, pool[i])
+			}
+			return l
+		}
+		kw, sem := pick(), pick()
+		limit, minScore := 1+r.Intn(20), r.Float64()*0.6
+		out := fuse(kw, sem, terms, limit, minScore, false)
+		if len(out) > limit {
+			t.Fatalf("round %d: %d hits over the limit %d", round, len(out), limit)
+		}
+		seen := map[string]bool{}
+		sawFuzzy := false
+		for i, h := range out {
+			if seen[h.Record.ID] {
+				t.Fatalf("round %d: %s twice", round, h.Record.ID)
+			}
+			seen[h.Record.ID] = true
+			if h.Score < minScore || h.Score < 0 || h.Score > 1 {
+				t.Fatalf("round %d: score %v (min %v)", round, h.Score, minScore)
+			}
+			if i > 0 && h.Score > out[i-1].Score {
+				t.Fatalf("round %d: score rises at %d", round, i)
+			}
+			exact := strings.Contains(pool[mustAtoi(h.Record.ID)].Record.Body, "postgres backup")
+			if exact && sawFuzzy {
+				t.Fatalf("round %d: exact hit %s below a fuzzy one", round, h.Record.ID)
+			}
+			sawFuzzy = sawFuzzy || !exact
+			if h.Record.Body != "" {
+				t.Fatalf("round %d: body kept", round)
+			}
+		}
+	}
+}
+
+func mustAtoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+func TestEmbedWaitingCountsOnlyWhatTheCallerSees(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, sem("mine", "x"))
+	put(t, s, projB, sem("theirs", "y"))
+	put(t, s, projB, Write{Scope: scope.System, Type: Semantic, Key: "shared", Body: "z"})
+	for p, want := range map[*Project]int{&projA: 2, &projB: 2} {
+		if n, err := s.EmbedWaiting(ctx, p.ID); err != nil || n != want {
+			t.Errorf("%s: %d waiting, %v; want %d", p.ID, n, err, want)
+		}
+	}
+	if n, _ := s.EmbedQueued(ctx); n != 3 {
+		t.Errorf("queued %d, want 3", n)
+	}
+}
+
+func TestNoteDims(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, sem("one", "x"))
+	if _, err := s.EmbedPending(ctx, "m", fixedEmbedder(8), 4); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := s.NoteDims(ctx, "m", 8); err != nil || changed {
+		t.Fatalf("same length: %v %v", changed, err)
+	}
+	if changed, err := s.NoteDims(ctx, "other", 16); err != nil || changed {
+		t.Fatalf("another model: %v %v", changed, err)
+	}
+	if changed, err := s.NoteDims(ctx, "m", 16); err != nil || !changed {
+		t.Fatalf("new length: %v %v", changed, err)
+	}
+	if st, _ := s.EmbedStatus(ctx, "m"); st.Vectors != 0 || st.Pending != 1 {
+		t.Fatalf("%+v", st)
+	}
+}
