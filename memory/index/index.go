@@ -39,12 +39,17 @@ type Params struct {
 	B  [NumFields]float64
 	K1 float64
 	// Phrase is the bonus, as a multiple of the best score among the
-	// candidates, for a document that holds every adjacent pair of query
-	// terms adjacent; one holding a share s of the pairs gets s² of it.
+	// candidates, for a document that holds the query as written, in one
+	// field; one holding a run of a share s of it gets s² of it.
 	Phrase float64
 	// Half is the raw score that maps to 0.5 when scores are squeezed
 	// into 0..1.
 	Half float64
+	// Coord scales a document's score by the share of the query's terms
+	// it holds, raised to this power; 0 leaves scores alone. Without it a
+	// record holding two rare words of the query in its key outranks the
+	// one holding all three in its body.
+	Coord float64
 }
 
 // DefaultParams are the parameters search uses. Light length
@@ -57,6 +62,7 @@ var DefaultParams = Params{
 	K1:      0.6,
 	Phrase:  1.0,
 	Half:    5,
+	Coord:   0.5,
 }
 
 // Doc is a document to index.
@@ -388,6 +394,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	for f := range NumFields {
 		avg[f] = max(lens[f]/n, 1)
 	}
+	s := scorer{prm: prm, avg: avg}
 	idf := make([]float64, len(uniq))
 	for i, t := range uniq {
 		var df float64
@@ -397,8 +404,10 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			}
 		}
 		idf[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
+		if df > 0 {
+			s.total++
+		}
 	}
-	s := scorer{prm: prm, avg: avg}
 	// Candidates for the phrase bonus: more than are shown, so a record
 	// holding the exact phrase but ranked a little lower still rises.
 	pool := max(q.K*2, 20)
@@ -435,7 +444,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		for i := range cands {
 			c := &cands[i]
 			d := &parts[c.part].docs[c.doc]
-			share := pairShare(d, ids[c.part], parts[c.part].stop)
+			share := runShare(d, ids[c.part], parts[c.part].stop, &s.sc)
 			c.score += prm.Phrase * share * share * top
 		}
 	}
@@ -444,22 +453,24 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	out := make([]Result, len(cands))
 	for i, c := range cands {
 		r := Result{ID: c.id, Raw: c.score, Score: squeeze(c.score, prm.Half)}
-		d := &parts[c.part].docs[c.doc]
+		p := parts[c.part]
 		var inField [NumFields]bool
 		for ti, t := range uniq {
-			id, ok := parts[c.part].dict[t]
+			id, ok := p.dict[t]
 			if !ok {
 				continue
 			}
-			found := false
-			for f := range NumFields {
-				if slices.Contains(d.field(f, nil), id) {
-					inField[f], found = true, true
+			list := p.post[id]
+			at := sort.Search(len(list), func(i int) bool { return list[i].doc >= c.doc })
+			if at == len(list) || list[at].doc != c.doc {
+				continue
+			}
+			for f, tf := range list[at].tf {
+				if tf > 0 {
+					inField[f] = true
 				}
 			}
-			if found {
-				r.Terms = append(r.Terms, uniq[ti])
-			}
+			r.Terms = append(r.Terms, uniq[ti])
 		}
 		for f := range NumFields {
 			if inField[f] {
@@ -506,45 +517,75 @@ func phraseIDs(p *Partition, q Query) []uint32 {
 	return ids
 }
 
-// pairShare is the share of the query's adjacent term pairs (a pair of
-// stop-words aside) that stand adjacent, in order, within one field of d.
-func pairShare(d *doc, q []uint32, stop []bool) float64 {
-	var fields [NumFields][]uint32
-	var buf []uint32
-	for f := range NumFields {
-		n := len(buf)
-		buf = d.field(f, buf)
-		fields[f] = buf[n:len(buf):len(buf)]
-	}
-	pairs, found := 0, 0
-	for i := 0; i+1 < len(q); i++ {
-		a, b := q[i], q[i+1]
-		if a == b || a != math.MaxUint32 && b != math.MaxUint32 && stop[a] && stop[b] {
-			continue
-		}
-		pairs++
-		if a == math.MaxUint32 || b == math.MaxUint32 {
-			continue
-		}
-	fields:
-		for _, fl := range fields {
-			for j := 0; j+1 < len(fl); j++ {
-				if fl[j] == a && fl[j+1] == b {
-					found++
-					break fields
-				}
-			}
-		}
-	}
-	if pairs == 0 {
+// runShare is the longest run of the query's sequence q that stands, in
+// order and adjacent, within one field of d and holds a word that is not a
+// stop-word, as a share of the whole sequence, counted in adjacent pairs.
+// Stop-words count inside a run: a quoted phrase is matched as written.
+func runShare(d *doc, q []uint32, stop []bool, sc *scratch) float64 {
+	if len(q) < 2 {
 		return 0
 	}
-	return float64(found) / float64(pairs)
+	sc.grow(len(q))
+	run, words, nrun, nwords := sc.run, sc.words, sc.nrun, sc.nwords
+	best := 0
+	for f := range NumFields {
+		sc.toks = d.field(f, sc.toks[:0])
+		clear(run)
+		clear(words)
+		for _, t := range sc.toks {
+			for i, qt := range q {
+				if qt != t {
+					nrun[i], nwords[i] = 0, 0
+					continue
+				}
+				nrun[i], nwords[i] = 1, 0
+				if i > 0 && run[i-1] > 0 {
+					nrun[i], nwords[i] = run[i-1]+1, words[i-1]
+				}
+				if !stop[t] {
+					nwords[i]++
+				}
+				if nwords[i] > 0 && nrun[i] > best {
+					best = nrun[i]
+				}
+			}
+			run, nrun = nrun, run
+			words, nwords = nwords, words
+		}
+	}
+	if best < 2 {
+		return 0
+	}
+	return float64(best-1) / float64(len(q)-1)
+}
+
+// scratch is the working memory of one search, reused from record to
+// record so that ranking allocates little.
+type scratch struct {
+	toks                     []uint32
+	run, words, nrun, nwords []int
+}
+
+func (sc *scratch) grow(n int) {
+	if len(sc.run) < n {
+		sc.run, sc.words, sc.nrun, sc.nwords = make([]int, n), make([]int, n), make([]int, n), make([]int, n)
+	}
+	sc.run, sc.words, sc.nrun, sc.nwords = sc.run[:n], sc.words[:n], sc.nrun[:n], sc.nwords[:n]
 }
 
 type scorer struct {
-	prm Params
-	avg [NumFields]float64
+	sc    scratch
+	prm   Params
+	avg   [NumFields]float64
+	total float64 // how many of the query's terms any partition holds
+}
+
+// coord scales raw by the share of the query held.
+func (s *scorer) coord(raw, held float64) float64 {
+	if s.prm.Coord == 0 || s.total == 0 {
+		return raw
+	}
+	return raw * math.Pow(min(held/s.total, 1), s.prm.Coord)
 }
 
 // term scores one posting.
@@ -618,7 +659,7 @@ walk:
 		if checks++; checks > maxPhraseChecks {
 			break
 		}
-		if pairShare(d, seq, p.stop) < 1 || q.Accept != nil && !q.Accept(d.id) {
+		if runShare(d, seq, p.stop, &s.sc) < 1 || q.Accept != nil && !q.Accept(d.id) {
 			continue
 		}
 		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: ps.doc})
@@ -700,10 +741,11 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			return
 		}
 		d := &p.docs[next]
-		var score float64
+		var score, held float64
 		for _, c := range cs[ne:] {
 			if c.doc() == next {
 				score += s.term(p, c.list[c.pos], c.idf)
+				held++
 				c.pos++
 			}
 		}
@@ -724,9 +766,10 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			c.seek(next)
 			if c.doc() == next {
 				score += s.term(p, c.list[c.pos], c.idf)
+				held++
 			}
 		}
-		h.push(cand{score: score, id: d.id, part: pi, doc: next})
+		h.push(cand{score: s.coord(score, held), id: d.id, part: pi, doc: next})
 	}
 }
 

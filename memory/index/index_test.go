@@ -103,6 +103,47 @@ func TestExactPhraseFirst(t *testing.T) {
 	}
 }
 
+// TestPhraseAsWritten checks that a quoted phrase is matched with its
+// stop-words in place: many records hold its one searchable word beside a
+// stop-word, one holds the phrase as written.
+func TestPhraseAsWritten(t *testing.T) {
+	p := NewPartition()
+	for i := range 200 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("n%d", i), "", "the flag is set and then it is the flag it reads"}})
+	}
+	p.Put(Doc{ID: 1000, Fields: [NumFields]string{"x", "", "when it is is the flag it was wrong, a long note about things that go on and on"}})
+	q := "is is the flag it"
+	got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 5}, DefaultParams)
+	if len(got) == 0 || got[0].ID != 1000 {
+		t.Fatalf("top %v, want 1000 first", ids(got))
+	}
+}
+
+// TestEveryWordOutranksSome checks the coordination of query words: the
+// record holding all three words, once each in a longer body, ranks above
+// short records holding only the two rarer ones, which BM25F alone ranks
+// first.
+func TestEveryWordOutranksSome(t *testing.T) {
+	p := NewPartition()
+	for i := range 200 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("n%d", i), "", "config notes for the service root"}})
+	}
+	for i := range 3 {
+		p.Put(Doc{ID: int64(500 + i), Fields: [NumFields]string{fmt.Sprintf("m%d", i), "", "gregres and flimester notes"}})
+	}
+	p.Put(Doc{ID: 1000, Fields: [NumFields]string{"x", "", "gregres came up in the build, flimester in the deploy, and the cache config was stale"}})
+	q := "gregres config flimester"
+	got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 5}, DefaultParams)
+	if len(got) == 0 || got[0].ID != 1000 {
+		t.Errorf("top %v, want 1000 first", ids(got))
+	}
+	prm := DefaultParams
+	prm.Coord = 0
+	if got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 5}, prm); len(got) > 0 && got[0].ID == 1000 {
+		t.Errorf("without coordination 1000 ranks first too: the test does not test it")
+	}
+}
+
 func TestPartitionStatistics(t *testing.T) {
 	a, b, shared := NewPartition(), NewPartition(), NewPartition()
 	a.Put(Doc{ID: 1, Fields: [NumFields]string{"", "", "postgres tuning notes"}})
