@@ -45,7 +45,7 @@ func BenchmarkSearchLoad(b *testing.B) {
 			s := openBench(b, n)
 			var before, after runtime.MemStats
 			for i := range b.N {
-				s.search = searchIndex{}
+				s.search.buckets = nil
 				if i == b.N-1 {
 					runtime.GC()
 					runtime.ReadMemStats(&before)

@@ -305,9 +305,6 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 	now := s.now().UnixNano()
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT rowid FROM records WHERE `+expired+`)`, now); err != nil {
-			return fmt.Errorf("purge: %w", err)
-		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM records WHERE `+expired, now)
 		if err != nil {
 			return fmt.Errorf("purge: %w", err)

@@ -402,7 +402,7 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 	return rec, !exists, nil
 }
 
-// store inserts or replaces rec's row and its full-text entry.
+// store inserts or replaces rec's row.
 func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exists bool) error {
 	tags, _ := json.Marshal(nonNil(rec.Tags))
 	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
@@ -415,9 +415,6 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exi
 		if err != nil {
 			return fmt.Errorf("update %s: %w", rec.Key, err)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = ?`, rowid); err != nil {
-			return err
-		}
 	} else {
 		err := tx.QueryRowContext(ctx, `INSERT INTO records (id, project, scope, type, key, description, body, tags, confidence, use_count,
 			last_accessed_at, created_at, updated_at, expires_at, session_id, source, metadata)
@@ -428,9 +425,7 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exi
 			return fmt.Errorf("insert %s: %w", rec.Key, err)
 		}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, description, body, tags) VALUES (?, ?, ?, ?, ?)`,
-		rowid, strings.NewReplacer("-", " ", "_", " ", ".", " ").Replace(rec.Key), rec.Description, rec.Body, strings.Join(rec.Tags, " "))
-	return err
+	return nil
 }
 
 // writeFile mirrors rec when it belongs in the mirror. With force false it
@@ -560,9 +555,6 @@ func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, r
 		if err := p.Mirror.Remove(rec.Key, last); err != nil {
 			return mirrorError("remove", rec.Key, err)
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = (SELECT rowid FROM records WHERE id = ?)`, rec.ID); err != nil {
-		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE id = ?`, rec.ID); err != nil {
 		return err

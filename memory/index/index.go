@@ -396,6 +396,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	}
 	s := scorer{prm: prm, avg: avg}
 	idf := make([]float64, len(uniq))
+	present := 0
 	for i, t := range uniq {
 		var df float64
 		for _, p := range parts {
@@ -405,7 +406,13 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		}
 		idf[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
 		if df > 0 {
-			s.total++
+			present++
+		}
+	}
+	if prm.Coord > 0 {
+		s.coords = make([]float64, present)
+		for n := range s.coords {
+			s.coords[n] = math.Pow(float64(n)/float64(present), prm.Coord)
 		}
 	}
 	// Candidates for the phrase bonus: more than are shown, so a record
@@ -526,31 +533,46 @@ func runShare(d *doc, q []uint32, stop []bool, sc *scratch) float64 {
 		return 0
 	}
 	sc.grow(len(q))
-	run, words, nrun, nwords := sc.run, sc.words, sc.nrun, sc.nwords
+	// run[i] is the length of the run ending with q[i] at position
+	// end[i]; words[i] how many of its terms are not stop-words.
+	run, words, end := sc.run, sc.words, sc.end
+	var mask uint64 // a quick test that a term is not in q
+	for _, t := range q {
+		mask |= 1 << (t & 63)
+	}
 	best := 0
+	from := uint32(0)
 	for f := range NumFields {
-		sc.toks = d.field(f, sc.toks[:0])
-		clear(run)
-		clear(words)
-		for _, t := range sc.toks {
-			for i, qt := range q {
-				if qt != t {
-					nrun[i], nwords[i] = 0, 0
+		for i := range end {
+			end[i] = -2
+		}
+		b := d.toks[from:d.ends[f]]
+		from = d.ends[f]
+		for j := 0; len(b) > 0; j++ {
+			v, n := binary.Uvarint(b)
+			b = b[n:]
+			t := uint32(v)
+			if mask&(1<<(t&63)) == 0 {
+				continue
+			}
+			// Downwards, so that run[i-1] is still the run ending at j-1.
+			for i := len(q) - 1; i >= 0; i-- {
+				if q[i] != t {
 					continue
 				}
-				nrun[i], nwords[i] = 1, 0
-				if i > 0 && run[i-1] > 0 {
-					nrun[i], nwords[i] = run[i-1]+1, words[i-1]
+				if i > 0 && end[i-1] == j-1 {
+					run[i], words[i] = run[i-1]+1, words[i-1]
+				} else {
+					run[i], words[i] = 1, 0
 				}
 				if !stop[t] {
-					nwords[i]++
+					words[i]++
 				}
-				if nwords[i] > 0 && nrun[i] > best {
-					best = nrun[i]
+				end[i] = j
+				if words[i] > 0 && run[i] > best {
+					best = run[i]
 				}
 			}
-			run, nrun = nrun, run
-			words, nwords = nwords, words
 		}
 	}
 	if best < 2 {
@@ -562,30 +584,30 @@ func runShare(d *doc, q []uint32, stop []bool, sc *scratch) float64 {
 // scratch is the working memory of one search, reused from record to
 // record so that ranking allocates little.
 type scratch struct {
-	toks                     []uint32
-	run, words, nrun, nwords []int
+	run, words, end []int
 }
 
 func (sc *scratch) grow(n int) {
 	if len(sc.run) < n {
-		sc.run, sc.words, sc.nrun, sc.nwords = make([]int, n), make([]int, n), make([]int, n), make([]int, n)
+		sc.run, sc.words, sc.end = make([]int, n), make([]int, n), make([]int, n)
 	}
-	sc.run, sc.words, sc.nrun, sc.nwords = sc.run[:n], sc.words[:n], sc.nrun[:n], sc.nwords[:n]
+	sc.run, sc.words, sc.end = sc.run[:n], sc.words[:n], sc.end[:n]
 }
 
 type scorer struct {
 	sc    scratch
 	prm   Params
 	avg   [NumFields]float64
-	total float64 // how many of the query's terms any partition holds
+	coords []float64 // by how many of the query's terms a document holds
 }
 
-// coord scales raw by the share of the query held.
-func (s *scorer) coord(raw, held float64) float64 {
-	if s.prm.Coord == 0 || s.total == 0 {
-		return raw
+// share is the factor coordination scales the score of a document
+// holding n of the query's terms by.
+func (s *scorer) share(n int) float64 {
+	if n >= len(s.coords) {
+		return 1
 	}
-	return raw * math.Pow(min(held/s.total, 1), s.prm.Coord)
+	return s.coords[n]
 }
 
 // term scores one posting.
@@ -726,7 +748,9 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 	for {
 		theta := h.threshold()
 		if !q.Exhaustive {
-			for ne < len(cs) && prefix[ne] < theta {
+			// A document found only in the first ne+1 lists holds at
+			// most ne+1 of the terms.
+			for ne < len(cs) && prefix[ne]*s.share(ne+1) < theta {
 				ne++
 			}
 		}
@@ -741,7 +765,8 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			return
 		}
 		d := &p.docs[next]
-		var score, held float64
+		var score float64
+		held := 0
 		for _, c := range cs[ne:] {
 			if c.doc() == next {
 				score += s.term(p, c.list[c.pos], c.idf)
@@ -752,14 +777,12 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 		if d.dead {
 			continue
 		}
-		if ne > 0 && score+prefix[ne-1] < theta {
+		if ne > 0 && (score+prefix[ne-1])*s.share(held+ne) < theta {
 			continue
 		}
-		if q.Accept != nil && !q.Accept(d.id) {
-			continue
-		}
-		for i := ne - 1; i >= 0; i-- {
-			if score+prefix[i] < theta {
+		i := ne - 1
+		for ; i >= 0; i-- {
+			if (score+prefix[i])*s.share(held+i+1) < theta {
 				break
 			}
 			c := cs[i]
@@ -769,7 +792,14 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 				held++
 			}
 		}
-		h.push(cand{score: s.coord(score, held), id: d.id, part: pi, doc: next})
+		if i >= 0 {
+			continue // it cannot rank
+		}
+		score *= s.share(held)
+		if score < theta || q.Accept != nil && !q.Accept(d.id) {
+			continue
+		}
+		h.push(cand{score: score, id: d.id, part: pi, doc: next})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -263,5 +264,54 @@ func TestCompaction(t *testing.T) {
 	}
 	if len(p.docs) >= 2000 {
 		t.Errorf("never compacted: %d documents kept", len(p.docs))
+	}
+}
+
+// TestRunShareMatchesBruteForce compares runShare with the longest common
+// run of query and field found by trying every pair of starts.
+func TestRunShareMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	words := []string{"the", "of", "alpha", "beta", "gamma", "is"}
+	var sc scratch
+	for range 2000 {
+		p := NewPartition()
+		var fields [NumFields]string
+		for f := range NumFields {
+			var ws []string
+			for range r.Intn(12) {
+				ws = append(ws, words[r.Intn(len(words))])
+			}
+			fields[f] = strings.Join(ws, " ")
+		}
+		p.Put(Doc{ID: 1, Fields: fields})
+		var qs []string
+		for range 2 + r.Intn(5) {
+			qs = append(qs, words[r.Intn(len(words))])
+		}
+		q := phraseIDs(p, Query{Phrase: Sequence(strings.Join(qs, " "))})
+		d := &p.docs[0]
+		best := 0
+		for f := range NumFields {
+			fl := d.field(f, nil)
+			for i := range q {
+				for j := range fl {
+					n, content := 0, false
+					for i+n < len(q) && j+n < len(fl) && q[i+n] == fl[j+n] {
+						content = content || !p.stop[fl[j+n]]
+						n++
+						if content && n > best {
+							best = n
+						}
+					}
+				}
+			}
+		}
+		want := 0.0
+		if best >= 2 {
+			want = float64(best-1) / float64(len(q)-1)
+		}
+		if got := runShare(d, q, p.stop, &sc); got != want {
+			t.Fatalf("fields %q, query %q: runShare %v, want %v", fields, qs, got, want)
+		}
 	}
 }
