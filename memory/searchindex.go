@@ -23,9 +23,9 @@ type searchIndex struct {
 
 	// The statements every search runs, prepared once: preparing them
 	// anew cost a search as much as running them.
-	prep      sync.Mutex
-	lastStmt  *sql.Stmt // the store's last change
-	hitsStmt  *sql.Stmt // the records of a JSON array of rowids
+	prep     sync.Mutex
+	lastStmt *sql.Stmt // the store's last change
+	hitsStmt *sql.Stmt // the records of a JSON array of rowids
 }
 
 // statements returns the prepared statements of searches.

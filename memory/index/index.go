@@ -595,9 +595,9 @@ func (sc *scratch) grow(n int) {
 }
 
 type scorer struct {
-	sc    scratch
-	prm   Params
-	avg   [NumFields]float64
+	sc     scratch
+	prm    Params
+	avg    [NumFields]float64
 	coords []float64 // by how many of the query's terms a document holds
 }
 
