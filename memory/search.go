@@ -282,7 +282,12 @@ func preview(r Record, terms []string, words map[string]string) string {
 				if probe == "" {
 					continue
 				}
-				if i := strings.Index(lower, probe); i >= 0 && (at < 0 || i < at) {
+				// Only the text before the earliest match so far.
+				in := lower
+				if at >= 0 {
+					in = lower[:min(at+len(probe), len(lower))]
+				}
+				if i := strings.Index(in, probe); i >= 0 && (at < 0 || i < at) {
 					at = i
 				}
 			}
