@@ -113,9 +113,6 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 		}
 		// The copies made from the checkout's files go, with their state:
 		// the moving records and their file state take their place.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT t.rowid `+clash+`)`, args...); err != nil {
-			return fmt.Errorf("move: %w", err)
-		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (SELECT t.rowid `+clash+`)`, args...); err != nil {
 			return fmt.Errorf("move: %w", err)
 		}

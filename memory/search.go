@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"prom.codes/memory-mcp/memory/index"
 	"prom.codes/memory-mcp/scope"
@@ -135,10 +137,15 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if len(results) == 0 {
 		return []Hit{}, nil
 	}
-	ids := make([]string, len(results))
+	ids := make([]byte, 0, 16*len(results))
+	ids = append(ids, '[')
 	for i, r := range results {
-		ids[i] = strconv.FormatInt(r.ID, 10)
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = strconv.AppendInt(ids, r.ID, 10)
 	}
+	ids = append(ids, ']')
 	// The rows are read by rowid alone: the index was current when the
 	// search began and has judged visibility and the scope chain, and a
 	// record changed since is shown as it is now. One deleted since, or
@@ -184,10 +191,15 @@ func visibleBuckets(p scope.Identity) []string {
 	return keys
 }
 
-// readHits reads the records of rowids that live in one of the buckets
-// keys, a record in the global bucket only from level global up.
-func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, rowids []string) (map[int64]Record, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE r.rowid IN (`+strings.Join(rowids, ",")+`)`)
+// readHits reads the records of rowids, a JSON array, that live in one of
+// the buckets keys, a record in the global bucket only from level global
+// up.
+func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, rowids []byte) (map[int64]Record, error) {
+	_, stmt, err := s.search.statements(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := stmt.QueryContext(ctx, string(rowids))
 	if err != nil {
 		return nil, err
 	}
@@ -254,43 +266,75 @@ func Terms(q string) []string {
 }
 
 // preview is a one-line excerpt of about 160 characters around the first
-// matched query word found in the body, else the body's start.
+// matched query word found in the body, else the body's start. Only the
+// excerpt's own stretch of the body is copied and folded into one line.
 func preview(r Record, terms []string, words map[string]string) string {
-	text := strings.Join(strings.Fields(r.Body), " ")
-	if text == "" {
+	text := r.Body
+	if strings.TrimSpace(text) == "" {
 		text = r.Description
 	}
-	lower := strings.ToLower(text)
+	text = strings.TrimLeftFunc(text, unicode.IsSpace)
 	at := -1
-	for _, t := range terms {
-		for _, probe := range []string{strings.ToLower(words[t]), t} {
-			if probe == "" {
-				continue
+	if len(terms) > 0 {
+		lower := strings.ToLower(text)
+		for _, t := range terms {
+			for _, probe := range [2]string{strings.ToLower(words[t]), t} {
+				if probe == "" {
+					continue
+				}
+				// Only the text before the earliest match so far.
+				in := lower
+				if at >= 0 {
+					in = lower[:min(at+len(probe), len(lower))]
+				}
+				if i := strings.Index(in, probe); i >= 0 && (at < 0 || i < at) {
+					at = i
+				}
 			}
-			if i := strings.Index(lower, probe); i >= 0 && (at < 0 || i < at) {
-				at = i
-			}
+		}
+		if len(lower) != len(text) {
+			at = min(at, len(text)) // folding changed the length; near enough
 		}
 	}
 	const width = 160
 	start := 0
 	if at > 40 {
+		// Back 40 bytes, then on to the start of a word.
 		start = at - 40
+		for start < len(text) && !unicode.IsSpace(rune(text[start-1])) {
+			start++
+		}
 	}
-	// Move to a rune and word boundary.
-	for start > 0 && start < len(text) && text[start-1] != ' ' {
-		start++
-	}
-	end := min(start+width, len(text))
-	for end < len(text) && end > start && text[end]&0xC0 == 0x80 {
-		end--
-	}
-	out := text[start:end]
+	var b strings.Builder
+	b.Grow(width + 8)
 	if start > 0 {
-		out = "…" + out
+		b.WriteString("…")
 	}
-	if end < len(text) {
-		out += "…"
+	n := 0 // bytes of the excerpt
+	more := false
+	for w := range strings.FieldsSeq(text[start:]) {
+		if n > 0 {
+			if n+1 >= width {
+				more = true
+				break
+			}
+			b.WriteByte(' ')
+			n++
+		}
+		if n+len(w) > width {
+			cut := width - n
+			for cut > 0 && !utf8.RuneStart(w[cut]) {
+				cut--
+			}
+			b.WriteString(w[:cut])
+			more = true
+			break
+		}
+		b.WriteString(w)
+		n += len(w)
 	}
-	return out
+	if more {
+		b.WriteString("…")
+	}
+	return b.String()
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -267,5 +269,63 @@ func TestSearchConcurrent(t *testing.T) {
 		if len(hits) != 80 {
 			t.Errorf("%d hits, want the 80 records left", len(hits))
 		}
+	}
+}
+
+// TestSearchPreview checks the excerpt: one line around the first matched
+// word, marked where it cuts the body, whole runes, about 160 bytes.
+func TestSearchPreview(t *testing.T) {
+	s, _ := mustOpen(t)
+	long := strings.Repeat("filler words with ünïcödé letters\n\t", 12) + "the Kubernetes upgrade needs a drain first " + strings.Repeat("then more text  follows\n", 20)
+	put(t, s, projA, Write{Type: Semantic, Key: "long", Body: long})
+	put(t, s, projA, Write{Type: Semantic, Key: "short", Body: "\n  Kubernetes\tnotes. "})
+	hits := mustSearch(t, s, projA, SearchOptions{Query: "kubernetes upgrade"})
+	if len(hits) != 2 {
+		t.Fatalf("hits %v", keysOf(hits))
+	}
+	for _, h := range hits {
+		p := h.Preview
+		switch h.Record.Key {
+		case "long":
+			if !strings.HasPrefix(p, "…") || !strings.HasSuffix(p, "…") || !strings.Contains(p, "the Kubernetes upgrade needs a drain first then more text follows") {
+				t.Errorf("long preview %q", p)
+			}
+			if n := len(strings.TrimSuffix(strings.TrimPrefix(p, "…"), "…")); n > 160 || n < 120 {
+				t.Errorf("long preview is %d bytes: %q", n, p)
+			}
+		case "short":
+			if p != "Kubernetes notes." {
+				t.Errorf("short preview %q, want the whole body on one line", p)
+			}
+		}
+		if strings.ContainsAny(p, "\n\t") || strings.Contains(p, "  ") || !utf8.ValidString(p) {
+			t.Errorf("preview %q is not one clean line", p)
+		}
+	}
+}
+
+// TestNoFullTextTable checks that the full-text table of earlier versions
+// is gone once the store opens, and that writes, deletes and purges, which
+// used to keep it, work without it.
+func TestNoFullTextTable(t *testing.T) {
+	s, _ := mustOpen(t)
+	var n int
+	if err := s.db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name LIKE 'records_fts%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d full-text tables remain", n)
+	}
+	put(t, s, projA, Write{Type: Semantic, Key: "kept", Body: "the canary rollout"})
+	put(t, s, projA, Write{Type: Semantic, Key: "kept", Body: "the canary rollout, twice"})
+	put(t, s, projA, Write{Type: Semantic, Key: "gone", Body: "the canary rollout, removed"})
+	if _, err := s.Delete(ctx, projA, Selector{Key: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := keysOf(mustSearch(t, s, projA, SearchOptions{Query: "canary rollout"})); !cmp.Equal(got, []string{"kept"}) {
+		t.Errorf("search found %v, want [kept]", got)
 	}
 }

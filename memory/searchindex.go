@@ -20,6 +20,30 @@ import (
 type searchIndex struct {
 	mu      sync.RWMutex // write-held while catching up, read-held while searching
 	buckets map[string]*bucketIndex
+
+	// The statements every search runs, prepared once: preparing them
+	// anew cost a search as much as running them.
+	prep     sync.Mutex
+	lastStmt *sql.Stmt // the store's last change
+	hitsStmt *sql.Stmt // the records of a JSON array of rowids
+}
+
+// statements returns the prepared statements of searches.
+func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits *sql.Stmt, err error) {
+	x.prep.Lock()
+	defer x.prep.Unlock()
+	if x.lastStmt == nil {
+		if x.lastStmt, err = db.PrepareContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM changes`); err != nil {
+			return nil, nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	if x.hitsStmt == nil {
+		if x.hitsStmt, err = db.PrepareContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r
+			WHERE r.rowid IN (SELECT value FROM json_each(?))`); err != nil {
+			return nil, nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	return x.lastStmt, x.hitsStmt, nil
 }
 
 type bucketIndex struct {
@@ -58,8 +82,12 @@ func (m *docMeta) visible(now int64) bool { return m.expires == 0 || m.expires >
 
 // catchUp brings the buckets of keys up to date and returns them.
 func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([]*bucketIndex, error) {
+	lastStmt, _, err := x.statements(ctx, db)
+	if err != nil {
+		return nil, err
+	}
 	var last int64
-	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM changes`).Scan(&last); err != nil {
+	if err := lastStmt.QueryRowContext(ctx).Scan(&last); err != nil {
 		return nil, fmt.Errorf("read change sequence: %w", err)
 	}
 	out := make([]*bucketIndex, len(keys))

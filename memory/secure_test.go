@@ -2,8 +2,12 @@ package memory
 
 import (
 	"bytes"
+	"database/sql"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"testing"
 	"time"
 
@@ -12,7 +16,7 @@ import (
 
 // TestDeletedTextLeavesTheFile deletes a record and checks that its text
 // is no longer in the database file or its WAL once checkpointed: freed
-// pages are zeroed, and the full-text index forgets the words.
+// pages are zeroed.
 func TestDeletedTextLeavesTheFile(t *testing.T) {
 	s, clk := mustOpen(t)
 	const word = "quokkazanzibarite"
@@ -45,25 +49,39 @@ func TestDeletedTextLeavesTheFile(t *testing.T) {
 	}
 }
 
-// TestOpenEmptiesOldFullText empties the full-text table an earlier
-// version filled, so the words of records deleted before the upgrade go
-// too.
-func TestOpenEmptiesOldFullText(t *testing.T) {
-	s, _ := mustOpen(t)
+// TestUpgradeDropsOldFullText: a database from before search kept its own
+// index has a full-text table holding the words of records deleted long
+// ago; the upgrade drops it, and with it those words.
+func TestUpgradeDropsOldFullText(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	s := &Store{now: time.Now, path: path}
+	db, err := sql.Open("sqlite3", "file:"+path+"?_txlock=immediate&_secure_delete=on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db = db
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	sort.Strings(names)
+	before := slices.Index(names, "migrations/0016_drop_fts.sql")
+	if before < 0 {
+		t.Fatal("no migration drops the full-text table")
+	}
+	if err := s.migrateTo(ctx, names, before); err != nil {
+		t.Fatal(err)
+	}
 	const word = "quokkazanzibarite"
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, body) VALUES (424242, 'gone', 'hint `+word+`')`); err != nil {
+	if _, err := db.Exec(`INSERT INTO records_fts (rowid, key, body) VALUES (424242, 'gone', 'hint ` + word + `')`); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO records_fts (rowid, key, body) VALUES (?, 'other', 'ordinary words')`, 500000+i); err != nil {
+		if _, err := db.Exec(`INSERT INTO records_fts (rowid, key, body) VALUES (?, 'other', 'ordinary words')`, 500000+i); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = 424242`); err != nil {
+	if _, err := db.Exec(`DELETE FROM records_fts WHERE rowid = 424242`); err != nil {
 		t.Fatal(err)
 	}
-	path := s.Path()
-	s.Close()
+	db.Close()
 	s2, err := Open(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)

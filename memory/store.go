@@ -173,28 +173,7 @@ func (s *Store) setup(ctx context.Context) error {
 	if err != nil {
 		return describeOpenError(err)
 	}
-	if err := s.migrate(ctx); err != nil {
-		return err
-	}
-	return s.forgetFullText(ctx)
-}
-
-// forgetFullText empties records_fts, which nothing reads: search keeps
-// its own index, and FTS4 keeps the words of deleted and rewritten
-// records in its segments, readable in the file, until they are merged.
-// Emptied and optimised once, it holds nothing.
-func (s *Store) forgetFullText(ctx context.Context) error {
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records_fts_segdir`).Scan(&n); err != nil || n == 0 {
-		return err
-	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts`); err != nil {
-			return fmt.Errorf("empty records_fts: %w", err)
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO records_fts (records_fts) VALUES ('optimize')`)
-		return err
-	})
+	return s.migrate(ctx)
 }
 
 // SchemaVersion is the number of migrations this build knows.
@@ -370,9 +349,6 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 	now := s.now().UnixNano()
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT rowid FROM records WHERE `+expired+`)`, now); err != nil {
-			return fmt.Errorf("purge: %w", err)
-		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM records WHERE `+expired, now)
 		if err != nil {
 			return fmt.Errorf("purge: %w", err)

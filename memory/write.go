@@ -402,9 +402,7 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 	return rec, !exists, nil
 }
 
-// store inserts or replaces rec's row. Nothing goes into records_fts any
-// more: search keeps its own index, and an FTS4 table keeps deleted words
-// in its segments long after the row is gone.
+// store inserts or replaces rec's row.
 func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exists bool) error {
 	tags, _ := json.Marshal(nonNil(rec.Tags))
 	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
@@ -416,9 +414,6 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exi
 			rec.UseCount, rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta), rec.ID).Scan(&rowid)
 		if err != nil {
 			return fmt.Errorf("update %s: %w", rec.Key, err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = ?`, rowid); err != nil {
-			return err
 		}
 	} else {
 		err := tx.QueryRowContext(ctx, `INSERT INTO records (id, project, scope, type, key, description, body, tags, confidence, use_count,
@@ -560,9 +555,6 @@ func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, r
 		if err := p.Mirror.Remove(rec.Key, last); err != nil {
 			return mirrorError("remove", rec.Key, err)
 		}
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid = (SELECT rowid FROM records WHERE id = ?)`, rec.ID); err != nil {
-		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE id = ?`, rec.ID); err != nil {
 		return err

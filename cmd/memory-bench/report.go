@@ -57,12 +57,12 @@ func (r *report) write(w io.Writer) error {
 		thousands(r.cfg.n), r.kinds(), seconds(r.seeded.took), r.cfg.seed)
 	fmt.Fprintf(&b, "Every call is timed at the client, over stdio with the go-sdk client (`mcp.CommandTransport`), one at a time, after up to 3 warm-up calls. ")
 	fmt.Fprintf(&b, "Start-up is %d separate processes, each timed from start to the initialize result. Writes use new keys; reads and updates pick random seeded records.\n\n", r.cfg.starts)
-	b.WriteString("| operation | count | p50 | p95 | p99 | mean | ops/s |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| operation | count | p50 | p95 | p99 | mean | ops/s | server CPU/call |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	var notes []string
 	for _, s := range r.samples {
 		if len(s.durs) == 0 {
-			fmt.Fprintf(&b, "| %s | 0 | – | – | – | – | – |\n", s.name)
+			fmt.Fprintf(&b, "| %s | 0 | – | – | – | – | – | – |\n", s.name)
 		} else {
 			d := slices.Clone(s.durs)
 			slices.Sort(d)
@@ -70,9 +70,13 @@ func (r *report) write(w io.Writer) error {
 			for _, x := range d {
 				sum += x
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %.0f |\n", s.name, len(d),
+			cpu := "–"
+			if s.cpu > 0 {
+				cpu = ms(s.cpu / time.Duration(len(d)))
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %.0f | %s |\n", s.name, len(d),
 				ms(percentile(d, 50)), ms(percentile(d, 95)), ms(percentile(d, 99)), ms(sum/time.Duration(len(d))),
-				float64(len(d))/s.wall.Seconds())
+				float64(len(d))/s.wall.Seconds(), cpu)
 		}
 		if s.note != "" {
 			notes = append(notes, s.name+": "+s.note)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -100,6 +101,47 @@ func TestExactPhraseFirst(t *testing.T) {
 	got := search([]*Partition{p}, "nightly build warms the cache", 5)
 	if len(got) == 0 || got[0].ID != 1000 {
 		t.Fatalf("top %v, want 1000 first", ids(got))
+	}
+}
+
+// TestPhraseAsWritten checks that a quoted phrase is matched with its
+// stop-words in place: many records hold its one searchable word beside a
+// stop-word, one holds the phrase as written.
+func TestPhraseAsWritten(t *testing.T) {
+	p := NewPartition()
+	for i := range 200 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("n%d", i), "", "the flag is set and then it is the flag it reads"}})
+	}
+	p.Put(Doc{ID: 1000, Fields: [NumFields]string{"x", "", "when it is is the flag it was wrong, a long note about things that go on and on"}})
+	q := "is is the flag it"
+	got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 5}, DefaultParams)
+	if len(got) == 0 || got[0].ID != 1000 {
+		t.Fatalf("top %v, want 1000 first", ids(got))
+	}
+}
+
+// TestEveryWordOutranksSome checks the coordination of query words: the
+// record holding all three words, once each in a longer body, ranks above
+// short records holding only the two rarer ones, which BM25F alone ranks
+// first.
+func TestEveryWordOutranksSome(t *testing.T) {
+	p := NewPartition()
+	for i := range 200 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("n%d", i), "", "config notes for the service root"}})
+	}
+	for i := range 3 {
+		p.Put(Doc{ID: int64(500 + i), Fields: [NumFields]string{fmt.Sprintf("m%d", i), "", "gregres and flimester notes"}})
+	}
+	p.Put(Doc{ID: 1000, Fields: [NumFields]string{"x", "", "gregres came up in the build, flimester in the deploy, and the cache config was stale"}})
+	q := "gregres config flimester"
+	got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 5}, DefaultParams)
+	if len(got) == 0 || got[0].ID != 1000 {
+		t.Errorf("top %v, want 1000 first", ids(got))
+	}
+	prm := DefaultParams
+	prm.Coord = 0
+	if got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 5}, prm); len(got) > 0 && got[0].ID == 1000 {
+		t.Errorf("without coordination 1000 ranks first too: the test does not test it")
 	}
 }
 
@@ -222,5 +264,54 @@ func TestCompaction(t *testing.T) {
 	}
 	if len(p.docs) >= 2000 {
 		t.Errorf("never compacted: %d documents kept", len(p.docs))
+	}
+}
+
+// TestRunShareMatchesBruteForce compares runShare with the longest common
+// run of query and field found by trying every pair of starts.
+func TestRunShareMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	words := []string{"the", "of", "alpha", "beta", "gamma", "is"}
+	var sc scratch
+	for range 2000 {
+		p := NewPartition()
+		var fields [NumFields]string
+		for f := range NumFields {
+			var ws []string
+			for range r.Intn(12) {
+				ws = append(ws, words[r.Intn(len(words))])
+			}
+			fields[f] = strings.Join(ws, " ")
+		}
+		p.Put(Doc{ID: 1, Fields: fields})
+		var qs []string
+		for range 2 + r.Intn(5) {
+			qs = append(qs, words[r.Intn(len(words))])
+		}
+		q := phraseIDs(p, Query{Phrase: Sequence(strings.Join(qs, " "))})
+		d := &p.docs[0]
+		best := 0
+		for f := range NumFields {
+			fl := d.field(f, nil)
+			for i := range q {
+				for j := range fl {
+					n, content := 0, false
+					for i+n < len(q) && j+n < len(fl) && q[i+n] == fl[j+n] {
+						content = content || !p.stop[fl[j+n]]
+						n++
+						if content && n > best {
+							best = n
+						}
+					}
+				}
+			}
+		}
+		want := 0.0
+		if best >= 2 {
+			want = float64(best-1) / float64(len(q)-1)
+		}
+		if got := runShare(d, q, p.stop, &sc); got != want {
+			t.Fatalf("fields %q, query %q: runShare %v, want %v", fields, qs, got, want)
+		}
 	}
 }
