@@ -47,6 +47,8 @@ type Store struct {
 	counts  map[countKey]count // see Count
 
 	search searchIndex // see Search
+
+	uses touches // see touch.go
 }
 
 // Options adjust how a Store is opened.
@@ -110,8 +112,27 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close writes the uses not yet written (see Flush) and closes the
+// database.
+func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ferr := s.Flush(ctx)
+	s.uses.mu.Lock()
+	s.uses.closed = true
+	if s.uses.timer != nil {
+		s.uses.timer.Stop()
+		s.uses.timer = nil
+	}
+	s.uses.mu.Unlock()
+	if err := s.db.Close(); err != nil {
+		return err
+	}
+	if ferr != nil {
+		return fmt.Errorf("write uses: %w", ferr)
+	}
+	return nil
+}
 
 // setup turns on WAL and migrates. Several processes may do this at the same
 // moment: journal_mode is retried while another holds the lock, and each

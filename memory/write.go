@@ -606,8 +606,24 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	// Deferred, so that a panic in fn does not leave the connection
 	// holding the write lock; after Commit it does nothing.
 	defer tx.Rollback()
+	// Uses counted since the last write go in with this one: the write
+	// lock is held already, and fn may read the counts.
+	uses := s.take()
+	done := false
+	defer func() {
+		if !done {
+			s.giveBack(uses)
+		}
+	}()
+	if err := writeUses(ctx, tx, uses); err != nil {
+		return err
+	}
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	done = true
+	return nil
 }
