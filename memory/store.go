@@ -168,42 +168,52 @@ func (s *Store) migrate(ctx context.Context) error {
 	return s.migrateTo(ctx, names, len(names))
 }
 
+// migrateTo brings the schema to version target in one immediate
+// transaction: every pending migration and the new version commit
+// together or not at all. A fresh database is made in one commit, not one
+// per migration; an old one is upgraded the same way. The version is read
+// inside the transaction, so a process that migrated meanwhile leaves
+// nothing to do.
 func (s *Store) migrateTo(ctx context.Context, names []string, target int) error {
-	for {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return describeOpenError(err)
-		}
-		var v int
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-			tx.Rollback()
-			return describeOpenError(err)
-		}
-		if v > len(names) {
-			tx.Rollback()
-			return fmt.Errorf("schema version %d is newer than this build knows (%d): upgrade memory-mcp", v, len(names))
-		}
-		if v >= target {
-			tx.Rollback()
-			return nil
-		}
+	// Nearly every open finds the schema current: look without the write
+	// lock first.
+	var v int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return describeOpenError(err)
+	}
+	if v == target && target == len(names) {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return describeOpenError(err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return describeOpenError(err)
+	}
+	if v > len(names) {
+		return fmt.Errorf("schema version %d is newer than this build knows (%d): upgrade memory-mcp", v, len(names))
+	}
+	if v >= target {
+		return nil
+	}
+	for ; v < target; v++ {
 		body, err := migrations.ReadFile(names[v])
 		if err != nil {
-			tx.Rollback()
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %s: %w", filepath.Base(names[v]), err)
-		}
-		if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(v+1)); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("migration %s: %w", filepath.Base(names[v]), err)
 		}
 	}
+	if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(target)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate to version %d: %w", target, err)
+	}
+	return nil
 }
 
 func isBusy(err error) bool {
@@ -324,6 +334,14 @@ func (s *Store) newID() string {
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	const expired = `expires_at IS NOT NULL AND expires_at <= ? AND NOT (scope = 0 AND type IN ('semantic', 'procedural'))`
 	now := s.now().UnixNano()
+	// Most opens find nothing to purge: look before taking the write lock.
+	var any bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE `+expired+`)`, now).Scan(&any); err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	if !any {
+		return 0, nil
+	}
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM records_fts WHERE rowid IN (SELECT rowid FROM records WHERE `+expired+`)`, now); err != nil {
@@ -342,6 +360,14 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 // PurgeMirrored deletes project p's expired facts and procedures and their
 // markdown files, and reports how many.
 func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
+	var any bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE project = ? AND scope = 0
+		AND type IN ('semantic', 'procedural') AND expires_at IS NOT NULL AND expires_at <= ?)`, string(p.ID), s.now().UnixNano()).Scan(&any); err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	if !any {
+		return 0, nil
+	}
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		recs, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0

@@ -164,8 +164,9 @@ func makeFacts(seed int64, n int) []fact {
 	return out
 }
 
-// writeCall maps storing f onto the tools of fl.
-func writeCall(fl flavour, f fact) (string, map[string]any) {
+// writeCall maps storing f onto the tools of fl; memory-mcp stores it as
+// a record of type typ.
+func writeCall(fl flavour, f fact, typ string) (string, map[string]any) {
 	switch fl {
 	case graph:
 		return "create_entities", map[string]any{"entities": []map[string]any{{"name": f.key, "entityType": "fact", "observations": []string{f.description, f.body}}}}
@@ -178,7 +179,7 @@ func writeCall(fl flavour, f fact) (string, map[string]any) {
 		}
 		return "memory_storeKnowledge", map[string]any{"title": title, "content": body, "tags": f.tags[:min(len(f.tags), 10)], "scope": "project:bench"}
 	}
-	return "memory_write", map[string]any{"type": "semantic", "key": f.key, "description": f.description, "body": f.body, "tags": f.tags}
+	return "memory_write", map[string]any{"type": typ, "key": f.key, "description": f.description, "body": f.body, "tags": f.tags}
 }
 
 func searchCall(fl flavour, q string) (string, map[string]any) {
@@ -200,7 +201,7 @@ func readCall(fl flavour, key string) (string, map[string]any, bool) {
 	case devkit:
 		return "", nil, false
 	}
-	return "memory_read", map[string]any{"key": key, "type": "semantic"}, true
+	return "memory_read", map[string]any{"key": key}, true
 }
 
 func clipTo(s string, n int) string {
@@ -288,7 +289,7 @@ func measureTarget(ctx context.Context, cfg config, t target, facts []fact, tmp 
 	}
 	fmt.Fprintf(stderr, "memory-bench: %s: writing %d records\n", t.name, len(facts))
 	for _, fc := range facts {
-		tool, args := writeCall(fl, fc)
+		tool, args := writeCall(fl, fc, cfg.writeType)
 		d, err := timed(tool, args)
 		if err != nil {
 			f.writeErrs++
@@ -394,7 +395,7 @@ func concurrentWrites(ctx context.Context, cfg config, t target, fl flavour, tmp
 			defer wg.Done()
 			<-gate
 			for _, fc := range work[p] {
-				tool, args := writeCall(fl, fc)
+				tool, args := writeCall(fl, fc, cfg.writeType)
 				cctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 				err := s.call(cctx, tool, args)
 				cancel()

@@ -59,10 +59,11 @@ type config struct {
 	httpClients           int            // measure a team server with this many clients instead
 	only                  *regexp.Regexp // operations to measure; nil for all
 
-	compare bool     // measure side by side with the peers instead
-	peers   peerList // peer server commands for -compare
-	procs   int      // concurrent server processes for -compare
-	perProc int      // records each of them writes
+	compare   bool     // measure side by side with the peers instead
+	peers     peerList // peer server commands for -compare
+	procs     int      // concurrent server processes for -compare
+	perProc   int      // records each of them writes
+	writeType string   // the type memory-mcp's records are written as
 
 	eval      bool   // measure search quality instead of speed
 	evalDir   string // the labelled sets
@@ -87,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&c.peers, "peer", "with -compare, a peer MCP server's command line to measure the same way (repeatable), e.g. 'node .../server-memory/dist/index.js'")
 	fs.IntVar(&c.procs, "procs", 8, "with -compare, server processes writing to one store at once (0: skip)")
 	fs.IntVar(&c.perProc, "per-proc", 250, "with -compare, records each of the -procs processes writes")
+	fs.StringVar(&c.writeType, "write-type", "semantic", "with -compare, the type memory-mcp stores records as: semantic (a project fact, mirrored to a markdown file), procedural, episodic or working (no file)")
 	only := fs.String("run", "", "measure only the operations whose name matches this regular expression")
 	fs.BoolVar(&c.eval, "eval", false, "measure search quality (recall@5, MRR) on the labelled sets and on known items, not speed")
 	fs.StringVar(&c.evalDir, "eval-dir", filepath.Join("testdata", "eval"), "directory of the labelled sets for -eval")

@@ -36,7 +36,8 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		cfg: cfg, log: log, store: st, dir: dir, weaver: weave.New(),
 		proj: memory.Project{ID: cfg.Project, Mirror: dir},
 	}
-	if _, err := a.purge(ctx); err != nil {
+	// Open purged the rest already.
+	if _, err := st.PurgeMirrored(ctx, a.proj); err != nil {
 		st.Close()
 		return nil, err
 	}
