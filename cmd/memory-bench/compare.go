@@ -87,12 +87,19 @@ func newStore(tmp string) (store, error) {
 		return store{}, err
 	}
 	home := filepath.Join(dir, "home")
-	return store{dir: dir, root: root, env: []string{
+	env := []string{
 		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
 		"PROMETHEUS_MEMORY_DB_PATH=" + filepath.Join(home, ".prometheus", "memory.db"),
 		"PROMETHEUS_WORKSPACE_ROOT=" + root,
 		"MEMORY_FILE_PATH=" + filepath.Join(dir, "memory.jsonl"),
-	}}, nil
+	}
+	// The Go runtime's own knobs pass through, to measure their effect.
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return store{dir: dir, root: root, env: env}, nil
 }
 
 // start launches t on st and reports the time to the initialize result.
