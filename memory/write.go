@@ -296,8 +296,13 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 	var rec Record
 	var created bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if err := p.writable(w.Scope); err != nil {
+			return err
+		}
 		var err error
-		rec, created, err = s.put(ctx, tx, p, w, "")
+		// The transaction is this put's alone: a failure rolls it all
+		// back, with no savepoint needed.
+		rec, created, err = s.putOnce(ctx, tx, p, w, "")
 		return err
 	})
 	return rec, created, err
@@ -524,7 +529,11 @@ func (s *Store) Update(ctx context.Context, p Project, sel Selector, patch Patch
 		if err := validate(&w); err != nil {
 			return err
 		}
-		rec, _, err = s.put(ctx, tx, p, w, "")
+		if err := p.writable(w.Scope); err != nil {
+			return err
+		}
+		// The transaction is this update's alone: no savepoint needed.
+		rec, _, err = s.putOnce(ctx, tx, p, w, "")
 		return err
 	})
 	return rec, err
