@@ -204,6 +204,11 @@ func (srv *server) instructionsLoop(ctx context.Context) {
 			srv.refreshInstructions(ctx)
 			dirty = false
 		}
+		// Look for the tokenizer only while a refresh waits for it.
+		var waiting <-chan time.Time
+		if dirty {
+			waiting = poll.C
+		}
 		select {
 		case <-ctx.Done():
 			select {
@@ -215,7 +220,7 @@ func (srv *server) instructionsLoop(ctx context.Context) {
 				srv.finalRefresh(ctx)
 			}
 			return
-		case <-poll.C:
+		case <-waiting:
 			continue
 		case <-srv.kick:
 		}
