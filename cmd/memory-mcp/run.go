@@ -142,11 +142,12 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	log.Debug("serving", "db", a.cfg.DBPath, "root", a.cfg.Root)
 	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
-	// database closes.
+	// database closes; loading the tokenizer for that takes a fraction of
+	// a second, more on a loaded machine. Clients wait 5 s for an exit.
 	cancel()
 	select {
 	case <-loop:
-	case <-time.After(2 * time.Second):
+	case <-time.After(4 * time.Second):
 	}
 	return err
 }
