@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -65,6 +67,13 @@ func BenchmarkToolWrite(b *testing.B) {
 		cs := benchSession(b, f.app(b))
 		c := corpus.New(benchSeed + 3)
 		i := 0
+		// The fixture's workspace is shared: the files written here must
+		// not be there for the next run to import.
+		b.Cleanup(func() {
+			for j := 1; j <= i; j++ {
+				os.Remove(filepath.Join(f.root, ".prometheus", "memories", fmt.Sprintf("bench-fact-%d.md", j)))
+			}
+		})
 		benchMeasure(b, func(ctx context.Context) error {
 			i++
 			return benchCall(ctx, cs, "memory_write", map[string]any{"type": "semantic", "key": fmt.Sprintf("bench-fact-%d", i),
