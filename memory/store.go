@@ -48,7 +48,8 @@ type Store struct {
 
 	search searchIndex // see Search
 
-	uses touches // see touch.go
+	uses touches      // see touch.go
+	cp   checkpointer // see checkpoint.go
 }
 
 // Options adjust how a Store is opened.
@@ -93,7 +94,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 
 	// A URI: escape what would end or change its path (#, ?, %).
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_stmt_cache_size=64"
-	db, err := sql.Open("sqlite3", dsn)
+	db, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -106,6 +107,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
+	s.startCheckpoints()
 	return s, nil
 }
 
@@ -125,6 +127,7 @@ func (s *Store) Close() error {
 		s.uses.timer = nil
 	}
 	s.uses.mu.Unlock()
+	s.stopCheckpoints()
 	if err := s.db.Close(); err != nil {
 		return err
 	}

@@ -634,5 +634,6 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	done = true
+	s.committed()
 	return nil
 }
