@@ -144,55 +144,41 @@ func scopeWord(l *scope.Level) string {
 }
 
 // Get returns the record sel picks, in full, resolved through the scope
-// chain, and counts the use. Errors: ErrNotFound; CodeConflict when a key
-// alone matches several types; CodeInvalidArgument for a bad key.
+// chain, and counts the use (written later: see Flush). Errors:
+// ErrNotFound; CodeConflict when a key alone matches several types;
+// CodeInvalidArgument for a bad key.
 func (s *Store) Get(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
-	var rec Record
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if rec, err = s.resolve(ctx, tx, p, sel); err != nil {
-			return err
-		}
-		return s.touch(ctx, tx, &rec)
-	})
-	return rec, err
+	rec, err := s.resolve(ctx, s.db, p, sel)
+	if err != nil {
+		return rec, err
+	}
+	now := s.now().UTC()
+	// The stored count plus this process's uses not yet written.
+	rec.UseCount += s.note([]string{rec.ID}, now)
+	if rec.LastAccessedAt == nil || rec.LastAccessedAt.Before(now) {
+		rec.LastAccessedAt = &now
+	}
+	return rec, nil
 }
 
 // Peek is Get without counting the use.
 func (s *Store) Peek(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
-	return s.resolve(ctx, s.db, p, sel)
-}
-
-func (s *Store) touch(ctx context.Context, tx *sql.Tx, rec *Record) error {
-	now := s.now().UTC()
-	if _, err := tx.ExecContext(ctx, `UPDATE records SET use_count = use_count + 1, last_accessed_at = ? WHERE id = ?`, now.UnixNano(), rec.ID); err != nil {
-		return err
+	rec, err := s.resolve(ctx, s.db, p, sel)
+	if err != nil {
+		return rec, err
 	}
-	rec.UseCount++
-	rec.LastAccessedAt = &now
-	return nil
+	s.withPending(&rec)
+	return rec, nil
 }
 
 // Touch counts one use of each record in ids (they were woven into a recall
-// block). Unknown ids are ignored.
+// block), written later (see Flush). Unknown ids are ignored.
 func (s *Store) Touch(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	now := s.now().UnixNano()
-	return s.tx(ctx, func(tx *sql.Tx) error {
-		st, err := tx.PrepareContext(ctx, `UPDATE records SET use_count = use_count + 1, last_accessed_at = ? WHERE id = ?`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		for _, id := range ids {
-			if _, err := st.ExecContext(ctx, now, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	s.note(ids, s.now())
+	return nil
 }
 
 // ListOptions filter a list. Zero values mean no filter.
@@ -208,6 +194,7 @@ type ListOptions struct {
 // by key then type, and a cursor for the next page ("" at the end). Errors:
 // CodeInvalidArgument for a bad cursor.
 func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([]Record, string, error) {
+	s.flushForRead(ctx)
 	limit := opts.Limit
 	if limit <= 0 {
 		limit = 50
@@ -286,6 +273,7 @@ func effectiveQuery(t Type) string {
 // key; recency is the later of the last change and the last use. limit > 0
 // keeps only the first limit of each type.
 func (s *Store) Effective(ctx context.Context, p scope.Identity, types []Type, limit int) ([]Record, error) {
+	s.flushForRead(ctx)
 	if len(types) == 0 {
 		types = Types
 	}

@@ -49,7 +49,9 @@ type Store struct {
 
 	search searchIndex // see Search
 
-	vectors vectorIndex // see SemanticSearch
+	vectors vectorIndex  // see SemanticSearch
+	uses    touches      // see touch.go
+	cp      checkpointer // see checkpoint.go
 }
 
 // Options adjust how a Store is opened.
@@ -97,8 +99,8 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	f.Close()
 
 	// A URI: escape what would end or change its path (#, ?, %).
-	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_secure_delete=on"
-	db, err := sql.Open("sqlite3", dsn)
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_stmt_cache_size=64&_secure_delete=on"
+	db, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -111,6 +113,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
+	s.startCheckpoints()
 	return s, nil
 }
 
@@ -154,11 +157,31 @@ func tighten(dir, path string) error {
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close writes the uses not yet written (see Flush) and closes the
+// database.
+func (s *Store) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ferr := s.Flush(ctx)
+	s.uses.mu.Lock()
+	s.uses.closed = true
+	if s.uses.timer != nil {
+		s.uses.timer.Stop()
+		s.uses.timer = nil
+	}
+	s.uses.mu.Unlock()
+	s.stopCheckpoints()
+	if err := s.db.Close(); err != nil {
+		return err
+	}
+	if ferr != nil {
+		return fmt.Errorf("write uses: %w", ferr)
+	}
+	return nil
+}
 
-// setup turns on WAL, migrates and empties the unused full-text table.
-// Several processes may do this at the same moment: journal_mode is retried while another holds the lock, and each
+// setup turns on WAL and migrates. Several processes may do this at the same
+// moment: journal_mode is retried while another holds the lock, and each
 // migration runs in an immediate transaction that re-reads the version.
 func (s *Store) setup(ctx context.Context) error {
 	var mode string
@@ -191,42 +214,52 @@ func (s *Store) migrate(ctx context.Context) error {
 	return s.migrateTo(ctx, names, len(names))
 }
 
+// migrateTo brings the schema to version target in one immediate
+// transaction: every pending migration and the new version commit
+// together or not at all. A fresh database is made in one commit, not one
+// per migration; an old one is upgraded the same way. The version is read
+// inside the transaction, so a process that migrated meanwhile leaves
+// nothing to do.
 func (s *Store) migrateTo(ctx context.Context, names []string, target int) error {
-	for {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return describeOpenError(err)
-		}
-		var v int
-		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-			tx.Rollback()
-			return describeOpenError(err)
-		}
-		if v > len(names) {
-			tx.Rollback()
-			return fmt.Errorf("schema version %d is newer than this build knows (%d): upgrade memory-mcp", v, len(names))
-		}
-		if v >= target {
-			tx.Rollback()
-			return nil
-		}
+	// Nearly every open finds the schema current: look without the write
+	// lock first.
+	var v int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return describeOpenError(err)
+	}
+	if v == target && target == len(names) {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return describeOpenError(err)
+	}
+	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return describeOpenError(err)
+	}
+	if v > len(names) {
+		return fmt.Errorf("schema version %d is newer than this build knows (%d): upgrade memory-mcp", v, len(names))
+	}
+	if v >= target {
+		return nil
+	}
+	for ; v < target; v++ {
 		body, err := migrations.ReadFile(names[v])
 		if err != nil {
-			tx.Rollback()
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("migration %s: %w", filepath.Base(names[v]), err)
-		}
-		if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(v+1)); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("migration %s: %w", filepath.Base(names[v]), err)
 		}
 	}
+	if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(target)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate to version %d: %w", target, err)
+	}
+	return nil
 }
 
 func isBusy(err error) bool {
@@ -347,6 +380,14 @@ func (s *Store) newID() string {
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	const expired = `expires_at IS NOT NULL AND expires_at <= ? AND NOT (scope = 0 AND type IN ('semantic', 'procedural'))`
 	now := s.now().UnixNano()
+	// Most opens find nothing to purge: look before taking the write lock.
+	var any bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE `+expired+`)`, now).Scan(&any); err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	if !any {
+		return 0, nil
+	}
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM records WHERE `+expired, now)
@@ -362,6 +403,14 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 // PurgeMirrored deletes project p's expired facts and procedures and their
 // markdown files, and reports how many.
 func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
+	var any bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE project = ? AND scope = 0
+		AND type IN ('semantic', 'procedural') AND expires_at IS NOT NULL AND expires_at <= ?)`, string(p.ID), s.now().UnixNano()).Scan(&any); err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	if !any {
+		return 0, nil
+	}
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		recs, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0

@@ -296,8 +296,13 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 	var rec Record
 	var created bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if err := p.writable(w.Scope); err != nil {
+			return err
+		}
 		var err error
-		rec, created, err = s.put(ctx, tx, p, w, "")
+		// The transaction is this put's alone: a failure rolls it all
+		// back, with no savepoint needed.
+		rec, created, err = s.putOnce(ctx, tx, p, w, "")
 		return err
 	})
 	return rec, created, err
@@ -519,7 +524,11 @@ func (s *Store) Update(ctx context.Context, p Project, sel Selector, patch Patch
 		if err := validate(&w); err != nil {
 			return err
 		}
-		rec, _, err = s.put(ctx, tx, p, w, "")
+		if err := p.writable(w.Scope); err != nil {
+			return err
+		}
+		// The transaction is this update's alone: no savepoint needed.
+		rec, _, err = s.putOnce(ctx, tx, p, w, "")
 		return err
 	})
 	return rec, err
@@ -598,8 +607,25 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	// Deferred, so that a panic in fn does not leave the connection
 	// holding the write lock; after Commit it does nothing.
 	defer tx.Rollback()
+	// Uses counted since the last write go in with this one: the write
+	// lock is held already, and fn may read the counts.
+	uses := s.take()
+	done := false
+	defer func() {
+		if !done {
+			s.giveBack(uses)
+		}
+	}()
+	if err := writeUses(ctx, tx, uses); err != nil {
+		return err
+	}
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	done = true
+	s.committed()
+	return nil
 }

@@ -6,14 +6,16 @@
 // Usage:
 //
 //	go run ./cmd/memory-bench [-n 10000] [-files 1000] [-ops 500] [-seed 1] [-server PATH] [-run REGEXP]
+//	go run ./cmd/memory-bench -compare [-n 1000] [-procs 8] [-peer 'node .../server-memory/dist/index.js' ...]
 //	go run ./cmd/memory-bench -eval [-eval-sizes 5000,20000] [-eval-dir testdata/eval]
 //	go run ./cmd/memory-bench -vectors 10000,100000 [-dims 768] [-ops 200]
 //
 // It prints a markdown report: latency percentiles and throughput per
 // operation, process start to initialize result, the server's peak RSS,
-// the database size and the machine. With -eval it measures search
-// quality instead (see eval.go); with -vectors, semantic and hybrid search
-// over that many embedded records (see vectors.go).
+// the database size and the machine. With -compare it measures memory-mcp
+// and peer servers side by side from empty stores (see compare.go); with
+// -eval, search quality (see eval.go); with -vectors, semantic and hybrid
+// search over that many embedded records (see vectors.go).
 //
 // It imports memory, mirror and scope to seed the database quickly, corpus
 // for the text of the records and queries, and the MCP SDK's client.
@@ -59,6 +61,12 @@ type config struct {
 	httpClients           int            // measure a team server with this many clients instead
 	only                  *regexp.Regexp // operations to measure; nil for all
 
+	compare   bool     // measure side by side with the peers instead
+	peers     peerList // peer server commands for -compare
+	procs     int      // concurrent server processes for -compare
+	perProc   int      // records each of them writes
+	writeType string   // the type memory-mcp's records are written as
+
 	eval      bool   // measure search quality instead of speed
 	evalDir   string // the labelled sets
 	evalSizes []int  // corpus sizes of the known-item evaluation
@@ -81,6 +89,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on an operation when one call takes longer")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary database and workspace, and print where they are")
 	fs.IntVar(&c.httpClients, "http", 0, "instead, measure requests/s and latency of the server over HTTP with this many concurrent clients")
+	fs.BoolVar(&c.compare, "compare", false, "instead, measure initialize on a fresh store, write, search and read p50/p99, peak RSS and concurrent writers, for memory-mcp and each -peer, from empty stores")
+	fs.Var(&c.peers, "peer", "with -compare, a peer MCP server's command line to measure the same way (repeatable), e.g. 'node .../server-memory/dist/index.js'")
+	fs.IntVar(&c.procs, "procs", 8, "with -compare, server processes writing to one store at once (0: skip)")
+	fs.IntVar(&c.perProc, "per-proc", 250, "with -compare, records each of the -procs processes writes")
+	fs.StringVar(&c.writeType, "write-type", "semantic", "with -compare, the type memory-mcp stores records as: semantic (a project fact, mirrored to a markdown file), procedural, episodic or working (no file)")
 	only := fs.String("run", "", "measure only the operations whose name matches this regular expression")
 	fs.BoolVar(&c.eval, "eval", false, "measure search quality (recall@5, MRR) on the labelled sets and on known items, not speed")
 	fs.StringVar(&c.evalDir, "eval-dir", filepath.Join("testdata", "eval"), "directory of the labelled sets for -eval")
@@ -123,6 +136,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("want -n >= 1 and 0 <= -files <= -n")
 	case c.ops < 1 || c.starts < 1:
 		return c, fmt.Errorf("want -ops >= 1 and -starts >= 1")
+	case c.procs < 0 || c.perProc < 1:
+		return c, fmt.Errorf("want -procs >= 0 and -per-proc >= 1")
+	case len(c.peers) > 0 && !c.compare:
+		return c, fmt.Errorf("-peer needs -compare")
 	}
 	return c, nil
 }
@@ -153,6 +170,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.httpClients > 0 {
 		return runHTTP(ctx, cfg, bin, tmp, stdout, stderr)
+	}
+	if cfg.compare {
+		return runCompare(ctx, cfg, bin, tmp, stdout, stderr)
 	}
 	home := filepath.Join(tmp, "home")
 	dbPath := filepath.Join(home, ".prometheus", "memory.db")

@@ -37,7 +37,8 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		cfg: cfg, log: log, store: st, dir: dir, weaver: weave.New(),
 		proj: memory.Project{ID: cfg.Project, Mirror: dir},
 	}
-	if _, err := a.purge(ctx); err != nil {
+	// Open purged the rest already.
+	if _, err := st.PurgeMirrored(ctx, a.proj); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -94,6 +95,9 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 		types = recallTypes
 	}
 	types = slices.DeleteFunc(slices.Clone(types), func(t memory.Type) bool { return t != memory.Semantic && t != memory.Procedural })
+	if !a.weaver.Ready() {
+		defer a.noteTokenizer("recall")
+	}
 	var relevant []memory.Record
 	if query != "" && len(memory.Terms(query)) > 0 {
 		// One search over the woven types, not one per type: the full-text
@@ -145,6 +149,14 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 		return b, err
 	}
 	return b, nil
+}
+
+// noteTokenizer logs that the tokenizer has been loaded, and for what:
+// it is most of a small server's memory, so it is loaded only when needed.
+func (a *app) noteTokenizer(what string) {
+	if a.weaver.Ready() {
+		a.log.Debug("loaded the tokenizer", "for", what)
+	}
 }
 
 // needMore reports whether a type was read only in part (limit rows) yet

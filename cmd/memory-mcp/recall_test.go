@@ -147,7 +147,9 @@ func TestInstructionsCarryIndex(t *testing.T) {
 	e := newEnv(t)
 	cs := connect(t, e, nil)
 	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "deploy-target", "body": "staging first", "description": "Where deploys go"})
-	// The first server saves capped instructions once its tokenizer is in.
+	// The first server saves capped instructions once its tokenizer is in,
+	// which a recall loads.
+	ok(t, cs, "memory_read", map[string]any{})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		cs2 := connect(t, e, nil)

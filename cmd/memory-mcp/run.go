@@ -133,7 +133,6 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	srv := newServer(a, log)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The tokenizer takes a while to load; initialize must not wait for it.
 	loop := make(chan struct{})
 	go func() {
 		defer close(loop)
@@ -144,15 +143,13 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	log.Debug("serving", "db", a.cfg.DBPath, "root", a.cfg.Root)
 	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
-	// database closes. Without the tokenizer there is nothing to refresh,
-	// and a load still under way is not waited for.
+	// database closes; loading the tokenizer for that takes a fraction of
+	// a second, more on a loaded machine. Clients wait 5 s for an exit.
 	cancel()
 	stopEmbedding()
-	if srv.app.weaver.Ready() {
-		select {
-		case <-loop:
-		case <-time.After(2 * time.Second):
-		}
+	select {
+	case <-loop:
+	case <-time.After(4 * time.Second):
 	}
 	return err
 }

@@ -152,8 +152,8 @@ func (srv *server) instructionsText(ctx context.Context) string {
 	return fmt.Sprintf("%s\n\nThis project has %d memories: read memory://index for the list.", guide, n)
 }
 
-// refreshInstructions recomputes the capped instructions once the
-// tokenizer is loaded and saves them for the next initialize.
+// refreshInstructions recomputes the capped instructions, if the
+// tokenizer is loaded, and saves them for the next initialize.
 func (srv *server) refreshInstructions(ctx context.Context) {
 	if !srv.app.weaver.Ready() {
 		return
@@ -183,32 +183,53 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 	}
 }
 
-// instructionsLoop loads the tokenizer, then keeps the saved instructions
-// current. They are read only by servers starting later, so a burst of
-// changes makes one refresh once it has settled (refreshQuiet without a
-// change, or refreshMaxDelay after the first), not one per change: a
-// refresh reads the index and the counts, which would otherwise compete
-// with the calls that caused it.
+// instructionsLoop keeps the saved instructions current. They are read
+// only by servers starting later, so a burst of changes makes one refresh
+// once it has settled (refreshQuiet without a change, or refreshMaxDelay
+// after the first), not one per change: a refresh reads the index and the
+// counts, which would otherwise compete with the calls that caused it.
 //
-// When the server stops with a change not yet in them, they are refreshed
-// one last time, within a second, so the next session starts with them.
+// A refresh needs the tokenizer, whose tables are most of a small
+// server's memory, so it waits until something else has loaded it (a
+// recall). Changes not yet in the saved instructions when the server
+// stops are refreshed one last time on its way out, loading the tokenizer
+// then if need be, so the next session starts with them.
 func (srv *server) instructionsLoop(ctx context.Context) {
-	srv.app.weaver.Preload()
+	// A database that has records but no saved instructions (filled by the
+	// command line, an import, or an older version) gets them too.
+	dirty := false
+	if _, ok, err := srv.app.store.Cached(ctx, srv.app.cfg.Project, instructionsCache); err == nil && !ok {
+		n, err := srv.app.store.CountAll(ctx, srv.app.cfg.Project)
+		dirty = err == nil && n > 0
+	}
+	poll := time.NewTicker(refreshPoll)
+	defer poll.Stop()
 	for {
-		if ctx.Err() != nil {
-			select {
-			case <-srv.kick:
-				srv.finalRefresh(ctx)
-			default:
-			}
-			return
+		if dirty && srv.app.weaver.Ready() {
+			srv.refreshInstructions(ctx)
+			dirty = false
 		}
-		srv.refreshInstructions(ctx)
+		// Look for the tokenizer only while a refresh waits for it.
+		var waiting <-chan time.Time
+		if dirty {
+			waiting = poll.C
+		}
 		select {
 		case <-ctx.Done():
+			select {
+			case <-srv.kick:
+				dirty = true
+			default:
+			}
+			if dirty {
+				srv.finalRefresh(ctx)
+			}
+			return
+		case <-waiting:
 			continue
 		case <-srv.kick:
 		}
+		dirty = true
 		if !settle(ctx, srv.kick, refreshQuiet, refreshMaxDelay) {
 			srv.finalRefresh(ctx)
 			return
@@ -216,16 +237,24 @@ func (srv *server) instructionsLoop(ctx context.Context) {
 	}
 }
 
-// finalRefresh refreshes the instructions after ctx has ended.
+// finalRefresh refreshes the instructions after ctx has ended, loading
+// the tokenizer if need be.
 func (srv *server) finalRefresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
+	if !srv.app.weaver.Ready() {
+		srv.app.weaver.Preload()
+		srv.app.noteTokenizer("the instructions")
+	}
 	srv.refreshInstructions(ctx)
 }
 
 const (
 	refreshQuiet    = 250 * time.Millisecond
 	refreshMaxDelay = 2 * time.Second
+	// refreshPoll is how often a server with unsaved changes looks whether
+	// the tokenizer has been loaded.
+	refreshPoll = 500 * time.Millisecond
 )
 
 // settle waits until quiet has passed without a signal on kick, or max

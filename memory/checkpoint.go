@@ -1,0 +1,107 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// SQLite copies the write-ahead log back into the database (a checkpoint)
+// in whichever commit takes the log past 1,000 pages, and that writer waits
+// for the copy and its fsyncs: every hundredth write or so took tens of
+// milliseconds. Here commits never checkpoint; a goroutine of each Store
+// does, after checkpointEvery of its commits or checkpointIdle after its
+// last, without blocking writers or readers (a passive checkpoint). Closing
+// the last connection checkpoints whatever is left, as before.
+const (
+	checkpointEvery = 64
+	checkpointIdle  = time.Second
+)
+
+// driverName is mattn's driver with the settings each connection needs
+// that a DSN cannot carry.
+const driverName = "sqlite3-memory"
+
+func init() {
+	sql.Register(driverName, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec("PRAGMA wal_autocheckpoint = 0", nil)
+		return err
+	}})
+}
+
+// checkpointer runs a Store's checkpoints.
+type checkpointer struct {
+	mu      sync.Mutex
+	commits int // since the last checkpoint
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once // stops it
+}
+
+func (s *Store) startCheckpoints() {
+	s.cp.kick = make(chan struct{}, 1)
+	s.cp.stop = make(chan struct{})
+	s.cp.done = make(chan struct{})
+	go s.checkpointLoop()
+}
+
+// committed counts a commit and wakes the checkpointer.
+func (s *Store) committed() {
+	if s.cp.kick == nil {
+		return
+	}
+	s.cp.mu.Lock()
+	s.cp.commits++
+	s.cp.mu.Unlock()
+	select {
+	case s.cp.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) checkpointLoop() {
+	defer close(s.cp.done)
+	idle := time.NewTimer(checkpointIdle)
+	idle.Stop()
+	for {
+		select {
+		case <-s.cp.stop:
+			return
+		case <-s.cp.kick:
+			s.cp.mu.Lock()
+			due := s.cp.commits >= checkpointEvery
+			s.cp.mu.Unlock()
+			if !due {
+				idle.Reset(checkpointIdle)
+				continue
+			}
+		case <-idle.C:
+		}
+		s.cp.mu.Lock()
+		n := s.cp.commits
+		s.cp.commits = 0
+		s.cp.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Passive: it copies what no reader still needs and never waits;
+		// what it could not copy goes with the next one.
+		s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+		cancel()
+	}
+}
+
+func (s *Store) stopCheckpoints() {
+	if s.cp.stop == nil {
+		return
+	}
+	s.cp.once.Do(func() {
+		close(s.cp.stop)
+		<-s.cp.done
+	})
+}
