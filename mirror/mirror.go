@@ -81,6 +81,14 @@ type Dir struct {
 	mustRead     map[string]bool // stems the next full sync reads whatever their size and mtime
 	quickSyncs   int             // syncs skipped; tests check the quick path ran
 
+	// Tests set these to act between two steps that other processes can
+	// come between: after a file was written or removed for the store (the
+	// transaction still open), after a sync read the files (before it
+	// imports them), and before the store looks at a file again.
+	afterOp       func(op, key string)
+	beforeImports func()
+	beforeRecheck func(stem string)
+
 	mu         sync.Mutex
 	log        *slog.Logger
 	problems   map[string]problemSeen // by stem: last problem reported, to log it once
@@ -268,6 +276,14 @@ func (d *Dir) openRoot(create bool) (*os.Root, error) {
 // (see Open), for an existing file that is not a regular file (a symlink is
 // never written through or replaced), and for any I/O failure.
 func (d *Dir) Write(rec memory.Record, last *memory.FileState) (memory.FileState, error) {
+	st, err := d.write(rec, last)
+	if err == nil && d.afterOp != nil {
+		d.afterOp("write", rec.Key)
+	}
+	return st, err
+}
+
+func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState, error) {
 	name, err := fileName(rec.Key)
 	if err != nil {
 		return memory.FileState{}, err
@@ -485,6 +501,14 @@ func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
 // edited by hand and is left alone too, with a memory.CodeConflict *Error.
 // It returns an error for a bad key, an unsafe directory or an I/O failure.
 func (d *Dir) Remove(key string, last *memory.FileState) error {
+	err := d.remove(key, last)
+	if err == nil && d.afterOp != nil {
+		d.afterOp("remove", key)
+	}
+	return err
+}
+
+func (d *Dir) remove(key string, last *memory.FileState) error {
 	name, err := fileName(key)
 	if err != nil {
 		return err
@@ -519,4 +543,42 @@ func (d *Dir) Remove(key string, last *memory.FileState) error {
 		return fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	return nil
+}
+
+// recheck returns what the store runs, under its write lock, to make sure
+// stem's file is still what a sync read: content hash, or no file at all
+// when hash is "". See memory.Recheck.
+func (d *Dir) recheck(stem, hash string) memory.Recheck {
+	return func() error {
+		if d.beforeRecheck != nil {
+			d.beforeRecheck(stem)
+		}
+		if !d.holds(stem, hash) {
+			return memory.ErrStale
+		}
+		return nil
+	}
+}
+
+// holds reports whether stem's file has content hash, or is absent when
+// hash is "". A file it cannot read holds nothing it can vouch for.
+func (d *Dir) holds(stem, want string) bool {
+	r, err := d.openRoot(false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return want == ""
+	}
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	name := stem + ".md"
+	fi, err := r.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return want == ""
+	}
+	if err != nil || want == "" || !fi.Mode().IsRegular() {
+		return false
+	}
+	data, err := readRegular(r, name, fi)
+	return err == nil && hash(data) == want
 }

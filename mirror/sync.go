@@ -291,6 +291,9 @@ func (s *syncer) run() error {
 		return err
 	}
 	s.dedupe()
+	if s.d.beforeImports != nil {
+		s.d.beforeImports()
+	}
 	if err := s.imports(); err != nil {
 		return err
 	}
@@ -439,7 +442,7 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 			return nil
 		}
 		fs.ID, fs.FileID = old.ID, old.FileID
-		if err := s.st.Touched(s.ctx, s.p, fs, &old); errors.Is(err, memory.ErrStale) {
+		if err := s.st.Touched(s.ctx, s.p, fs, &old, s.d.recheck(stem, fs.Hash)); errors.Is(err, memory.ErrStale) {
 			s.retry = true
 		} else if err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(name), err)
@@ -551,7 +554,7 @@ func (s *syncer) imports() error {
 		// even when the two are of different types.
 		if held := s.state[stem]; c.rec.ID != "" && held.ID != "" && held.ID != c.rec.ID && held.FileID != c.rec.ID && lastStem[c.rec.ID] != "" {
 			prev := s.state[stem]
-			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem, &prev); errors.Is(err, memory.ErrStale) {
+			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem, &prev, s.d.recheck(stem, c.fs.Hash)); errors.Is(err, memory.ErrStale) {
 				s.retry = true
 				continue // the file at this stem was written meanwhile
 			} else if err != nil {
@@ -564,7 +567,7 @@ func (s *syncer) imports() error {
 		if movedFrom[stem] {
 			c.prev = nil // a record renamed away from it took its state
 		}
-		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs, c.prev)
+		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs, c.prev, s.d.recheck(stem, c.fs.Hash))
 		if err != nil {
 			if cerr := s.ctx.Err(); cerr != nil {
 				return cerr
@@ -612,7 +615,7 @@ func (s *syncer) forgets(r *os.Root) error {
 			continue
 		}
 		prev := s.state[stem]
-		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem, &prev)
+		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem, &prev, s.d.recheck(stem, ""))
 		if errors.Is(err, memory.ErrStale) {
 			s.retry = true // written again since the listing: the next sync reads it
 			continue
