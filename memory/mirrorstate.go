@@ -55,6 +55,57 @@ func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileStat
 	return err
 }
 
+// beginWrite begins a write transaction that ctx ending does not roll back
+// behind the caller's back. database/sql would, from another goroutine, the
+// moment ctx ends: the write lock would go before the files changed under
+// it are put back, and another writer could find them disagreeing with the
+// database. Statements still run with ctx, so a cancelled call fails at its
+// next one and tx1 puts the files back, then rolls back. Waiting for the
+// lock still ends with ctx.
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := s.db.BeginTx(txCtx, nil)
+	if !stop() {
+		// ctx ended while the transaction began: no file was touched.
+		if err == nil {
+			tx.Rollback()
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return tx, nil
+}
+
+// undoOnRollback keeps undo, a file operation's, for undoFiles.
+func (s *Store) undoOnRollback(undo func()) {
+	if undo != nil {
+		s.fileUndo = append(s.fileUndo, undo)
+	}
+}
+
+// undoFiles takes back, newest first, the file operations of a write
+// transaction that is not committing; tx1 clears them after a commit. A
+// file written or removed for a change that is then rolled back would
+// leave disk and database disagreeing: a file no record explains, which a
+// sync imports (the failed write happens after all), or a record whose
+// file is gone, which the next write takes for a removal by hand.
+func (s *Store) undoFiles() {
+	for i := len(s.fileUndo) - 1; i >= 0; i-- {
+		s.fileUndo[i]()
+	}
+	s.fileUndo = nil
+}
+
+func undoFile(undo func()) {
+	if undo != nil {
+		undo()
+	}
+}
+
 // mirrorError is the error of a file the mirror could not write or remove:
 // its own *Error (a conflict with a human's edit) as it is, else internal.
 func mirrorError(op, key string, err error) error {

@@ -275,18 +275,23 @@ func (d *Dir) openRoot(create bool) (*os.Root, error) {
 // an error for a key that is not a normalised key, for an unsafe directory
 // (see Open), for an existing file that is not a regular file (a symlink is
 // never written through or replaced), and for any I/O failure.
-func (d *Dir) Write(rec memory.Record, last *memory.FileState) (memory.FileState, error) {
-	st, err := d.write(rec, last)
+//
+// undo (nil when the file was left alone) puts back what the file held
+// before, or removes a file Write created, unless the file has changed
+// again since: the store calls it when the change it wrote the file for
+// is rolled back.
+func (d *Dir) Write(rec memory.Record, last *memory.FileState) (st memory.FileState, undo func(), err error) {
+	st, undo, err = d.write(rec, last)
 	if err == nil && d.afterOp != nil {
 		d.afterOp("write", rec.Key)
 	}
-	return st, err
+	return st, undo, err
 }
 
-func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState, error) {
+func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState, func(), error) {
 	name, err := fileName(rec.Key)
 	if err != nil {
-		return memory.FileState{}, err
+		return memory.FileState{}, nil, err
 	}
 	recID := rec.ID
 	if last != nil && last.FileID != "" {
@@ -303,47 +308,117 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	}
 	r, err := d.openRoot(true)
 	if err != nil {
-		return memory.FileState{}, err
+		return memory.FileState{}, nil, err
 	}
 	defer r.Close()
 
 	perm, keepPerm := fs.FileMode(0o644), false
+	var before []byte // what the file held; nil: there was none
+	var mtime time.Time
 	if fi, err := r.Lstat(name); err == nil {
 		if !fi.Mode().IsRegular() {
-			return memory.FileState{}, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
+			return memory.FileState{}, nil, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
 		}
 		perm, keepPerm = fi.Mode().Perm(), true
 		cur, err := readRegular(r, name, fi)
 		if err != nil {
-			return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		if bytes.Equal(cur, data) {
-			return st(fi), nil
+			return st(fi), nil, nil
 		}
 		if last == nil || hash(cur) != last.Hash {
-			return memory.FileState{}, d.edited("write", rec.Key, cur)
+			return memory.FileState{}, nil, d.edited("write", rec.Key, cur)
 		}
+		before, mtime = cur, fi.ModTime()
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	} else if last != nil {
 		// Removed (or renamed) since the last sync: writing it again
 		// would undo that.
-		return memory.FileState{}, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name))
+		return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name))
 	}
 
 	tmp, err := writeTemp(r, name, data, perm, keepPerm)
 	if err != nil {
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
 	if err := r.Rename(tmp, name); err != nil {
 		r.Remove(tmp)
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
+	undo := func() { d.putBack(name, hash(data), before, perm, mtime) }
 	fi, err := r.Lstat(name)
 	if err != nil {
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		undo()
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
-	return st(fi), nil
+	return st(fi), undo, nil
+}
+
+// putBack takes back a write or a removal of name, whose content is now
+// hash ("" for none): it writes before back (nil: removes the file),
+// atomically, with mode perm and modification time mtime. A file that is
+// no longer hash was changed again meanwhile, by hand since every writer
+// holds the store's lock: it is left alone, and the next sync imports it.
+// Failures are logged; the next sync settles what they leave.
+func (d *Dir) putBack(name, hash string, before []byte, perm fs.FileMode, mtime time.Time) {
+	err := d.putBack1(name, hash, before, perm, mtime)
+	if err != nil {
+		d.logger().Warn("memory file of a change that was rolled back could not be put back", "path", relFile(name), "err", err)
+	}
+}
+
+func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime time.Time) error {
+	r, err := d.openRoot(before != nil)
+	if errors.Is(err, fs.ErrNotExist) && before == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	fi, err := r.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if want != "" {
+			return nil // removed by hand meanwhile
+		}
+	case err != nil:
+		return err
+	case want == "" || !fi.Mode().IsRegular():
+		return nil // created meanwhile, by hand
+	default:
+		cur, err := readRegular(r, name, fi)
+		if err != nil {
+			return err
+		}
+		if hash(cur) != want {
+			return nil // edited by hand meanwhile
+		}
+	}
+	if before == nil {
+		if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	tmp, err := writeTemp(r, name, before, perm, true)
+	if err != nil {
+		return err
+	}
+	defer r.Remove(tmp)
+	if err := r.Chtimes(tmp, time.Now(), mtime); err != nil {
+		return err
+	}
+	if want == "" {
+		// Link, not rename: a file created meanwhile is not replaced.
+		if err := r.Link(tmp, name); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		return nil
+	}
+	return r.Rename(tmp, name)
 }
 
 // edited is the error for a file that differs from what the store last
@@ -500,49 +575,52 @@ func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
 // from last, what the store last imported or wrote (nil: nothing), was
 // edited by hand and is left alone too, with a memory.CodeConflict *Error.
 // It returns an error for a bad key, an unsafe directory or an I/O failure.
-func (d *Dir) Remove(key string, last *memory.FileState) error {
-	err := d.remove(key, last)
+// undo (nil when no file was removed) puts the file back, unless one was
+// created there meanwhile.
+func (d *Dir) Remove(key string, last *memory.FileState) (undo func(), err error) {
+	undo, err = d.remove(key, last)
 	if err == nil && d.afterOp != nil {
 		d.afterOp("remove", key)
 	}
-	return err
+	return undo, err
 }
 
-func (d *Dir) remove(key string, last *memory.FileState) error {
+func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 	name, err := fileName(key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r, err := d.openRoot(false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Close()
 	fi, err := r.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("remove %s: %w", relFile(name), err)
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	if !fi.Mode().IsRegular() {
 		d.logger().Warn("memory file is not a regular file; left in place", "path", relFile(name), "type", fi.Mode().Type().String())
-		return nil
+		return nil, nil
 	}
 	cur, err := readRegular(r, name, fi)
 	if err != nil {
-		return fmt.Errorf("remove %s: %w", relFile(name), err)
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	if last == nil || hash(cur) != last.Hash {
-		return d.edited("remove", key, cur)
+		return nil, d.edited("remove", key, cur)
 	}
 	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", relFile(name), err)
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
-	return nil
+	perm, mtime := fi.Mode().Perm(), fi.ModTime()
+	return func() { d.putBack(name, "", cur, perm, mtime) }, nil
 }
 
 // recheck returns what the store runs, under its write lock, to make sure

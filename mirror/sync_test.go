@@ -273,9 +273,12 @@ func TestWriteLeavesUnchangedFilesAlone(t *testing.T) {
 
 	// The same write through the store, and straight through the Dir.
 	w.put(memory.Semantic, "fact", "A fact", "Body.", "a")
-	st, err := w.dir.Write(rec, nil)
+	st, undo, err := w.dir.Write(rec, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if undo != nil {
+		t.Error("a write that left the file alone has something to undo")
 	}
 	if diff := cmp.Diff(before, w.snapshot()); diff != "" {
 		t.Errorf("unchanged record rewrote its file (-before +after):\n%s", diff)
@@ -301,10 +304,10 @@ func TestWriteLeavesUnchangedFilesAlone(t *testing.T) {
 func TestWriteRefusesBadKeys(t *testing.T) {
 	w := newWS(t)
 	for _, key := range []string{"../escape", "a/b", `a\b`, "Upper", "", ".", "..", "-x", "a..b", "/etc/passwd"} {
-		if _, err := w.dir.Write(memory.Record{Type: memory.Semantic, Key: key, Body: "x"}, nil); err == nil {
+		if _, _, err := w.dir.Write(memory.Record{Type: memory.Semantic, Key: key, Body: "x"}, nil); err == nil {
 			t.Errorf("Write(%q) accepted", key)
 		}
-		if err := w.dir.Remove(key, nil); err == nil {
+		if _, err := w.dir.Remove(key, nil); err == nil {
 			t.Errorf("Remove(%q) accepted", key)
 		}
 	}
@@ -315,12 +318,12 @@ func TestWriteRefusesBadKeys(t *testing.T) {
 
 func TestRemove(t *testing.T) {
 	w := newWS(t)
-	if err := w.dir.Remove("missing", nil); err != nil {
+	if _, err := w.dir.Remove("missing", nil); err != nil {
 		t.Errorf("Remove with no directory: %v", err)
 	}
 	w.put(memory.Semantic, "fact", "", "Body.")
 	w.put(memory.Procedural, "how", "", "Steps.")
-	if err := w.dir.Remove("missing", nil); err != nil {
+	if _, err := w.dir.Remove("missing", nil); err != nil {
 		t.Errorf("Remove of a missing file: %v", err)
 	}
 	lvl := scope.Project
