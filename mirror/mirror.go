@@ -81,13 +81,9 @@ type Dir struct {
 	mustRead     map[string]bool // stems the next full sync reads whatever their size and mtime
 	quickSyncs   int             // syncs skipped; tests check the quick path ran
 
-	// Tests set these to act between two steps that other processes can
-	// come between: after a file was written or removed for the store (the
-	// transaction still open), after a sync read the files (before it
-	// imports them), and before the store looks at a file again.
-	afterOp       func(op, key string)
-	beforeImports func()
-	beforeRecheck func(stem string)
+	// hook, set by tests, is called where another process or a person can
+	// step in between two steps: see the calls of at.
+	hook func(at, key string)
 
 	mu         sync.Mutex
 	log        *slog.Logger
@@ -282,8 +278,8 @@ func (d *Dir) openRoot(create bool) (*os.Root, error) {
 // is rolled back.
 func (d *Dir) Write(rec memory.Record, last *memory.FileState) (st memory.FileState, undo func(), err error) {
 	st, undo, err = d.write(rec, last)
-	if err == nil && d.afterOp != nil {
-		d.afterOp("write", rec.Key)
+	if err == nil {
+		d.at("write", rec.Key) // the store's transaction still open
 	}
 	return st, undo, err
 }
@@ -315,15 +311,11 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	perm, keepPerm := fs.FileMode(0o644), false
 	var before []byte // what the file held; nil: there was none
 	var mtime time.Time
-	if fi, err := r.Lstat(name); err == nil {
+	if fi, cur, err := d.current(r, name); err == nil {
 		if !fi.Mode().IsRegular() {
 			return memory.FileState{}, nil, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
 		}
 		perm, keepPerm = fi.Mode().Perm(), true
-		cur, err := readRegular(r, name, fi)
-		if err != nil {
-			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
-		}
 		if bytes.Equal(cur, data) {
 			return st(fi), nil, nil
 		}
@@ -348,12 +340,37 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
 	undo := func() { d.putBack(name, hash(data), before, perm, mtime) }
+	d.at("renamed", rec.Key)
 	fi, err := r.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed by hand the moment it was written: the removal stands,
+		// and the next sync imports it.
+		return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name))
+	}
 	if err != nil {
 		undo()
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
 	return st(fi), undo, nil
+}
+
+// current returns name's file info and, for a regular file, its content,
+// or an error matching fs.ErrNotExist when there is no file. A file
+// removed or replaced while it is read (an editor saving it) is looked at
+// again.
+func (d *Dir) current(r *os.Root, name string) (fs.FileInfo, []byte, error) {
+	for try := 0; ; try++ {
+		fi, err := r.Lstat(name)
+		if err != nil || !fi.Mode().IsRegular() {
+			return fi, nil, err
+		}
+		d.at("lstat", strings.TrimSuffix(name, ".md"))
+		data, err := readRegular(r, name, fi)
+		if err != nil && try < 3 && (errors.Is(err, errReplaced) || errors.Is(err, fs.ErrNotExist)) {
+			continue
+		}
+		return fi, data, err
+	}
 }
 
 // putBack takes back a write or a removal of name, whose content is now
@@ -419,6 +436,13 @@ func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime
 		return nil
 	}
 	return r.Rename(tmp, name)
+}
+
+// at calls the test hook, if any.
+func (d *Dir) at(at, key string) {
+	if d.hook != nil {
+		d.hook(at, key)
+	}
 }
 
 // edited is the error for a file that differs from what the store last
@@ -579,8 +603,8 @@ func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
 // created there meanwhile.
 func (d *Dir) Remove(key string, last *memory.FileState) (undo func(), err error) {
 	undo, err = d.remove(key, last)
-	if err == nil && d.afterOp != nil {
-		d.afterOp("remove", key)
+	if err == nil {
+		d.at("remove", key) // the store's transaction still open
 	}
 	return undo, err
 }
@@ -598,7 +622,7 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 		return nil, err
 	}
 	defer r.Close()
-	fi, err := r.Lstat(name)
+	fi, cur, err := d.current(r, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -608,10 +632,6 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 	if !fi.Mode().IsRegular() {
 		d.logger().Warn("memory file is not a regular file; left in place", "path", relFile(name), "type", fi.Mode().Type().String())
 		return nil, nil
-	}
-	cur, err := readRegular(r, name, fi)
-	if err != nil {
-		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	if last == nil || hash(cur) != last.Hash {
 		return nil, d.edited("remove", key, cur)
@@ -628,9 +648,7 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 // when hash is "". See memory.Recheck.
 func (d *Dir) recheck(stem, hash string) memory.Recheck {
 	return func() error {
-		if d.beforeRecheck != nil {
-			d.beforeRecheck(stem)
-		}
+		d.at("recheck", stem)
 		if !d.holds(stem, hash) {
 			return memory.ErrStale
 		}

@@ -40,14 +40,19 @@ func (w *ws) del(ctx context.Context, key string) error {
 func TestSyncDoesNotImportAFileDeletedMeanwhile(t *testing.T) {
 	a, b := twoProcesses(t)
 	read, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	b.dir.beforeImports = func() {
-		close(read)
-		<-release
+	b.dir.hook = func(at, _ string) {
+		if at == "read" {
+			close(read)
+			<-release
+		}
 	}
 	var rep Report
 	var serr error
-	a.dir.afterOp = func(op, key string) {
-		a.dir.afterOp = nil
+	a.dir.hook = func(at, _ string) {
+		if at != "write" {
+			return
+		}
+		a.dir.hook = nil
 		go func() {
 			defer close(done)
 			rep, serr = Sync(b.ctx, b.st, b.p, b.dir)
@@ -89,9 +94,11 @@ func TestSyncDoesNotForgetAFileBackMeanwhile(t *testing.T) {
 	if err := os.Remove(w.path("fact.md")); err != nil {
 		t.Fatal(err)
 	}
-	w.dir.beforeRecheck = func(stem string) {
-		w.dir.beforeRecheck = nil
-		w.write(stem+".md", string(data))
+	w.dir.hook = func(at, stem string) {
+		if at == "recheck" {
+			w.dir.hook = nil
+			w.write(stem+".md", string(data))
+		}
 	}
 	if rep := w.sync(); len(rep.Deleted) > 0 {
 		t.Errorf("sync deleted the record of a file that is back: %+v", rep)
@@ -103,4 +110,86 @@ func TestSyncDoesNotForgetAFileBackMeanwhile(t *testing.T) {
 		t.Errorf("second sync: %+v", rep)
 	}
 	w.put(memory.Semantic, "fact", "", "Written again.")
+}
+
+// TestFileChangedByHandWhileAToolWritesIt: a person saves, removes or
+// renames a file while a tool call is writing or deleting it, between the
+// server's look at the file and its read, or right after the server's
+// write. The call is refused as a conflict with the person's change (or,
+// for a delete that finds the file gone, done), never failed as an
+// internal error, and the person's change stands.
+func TestFileChangedByHandWhileAToolWritesIt(t *testing.T) {
+	saved := "Saved by hand.\n"
+	save := func(w *ws, key string) { // as an editor does: a new file renamed over
+		tmp := w.path("." + key + ".swp")
+		if err := os.WriteFile(tmp, []byte(saved), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, w.path(key+".md")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	remove := func(w *ws, key string) {
+		if err := os.Remove(w.path(key + ".md")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		at     string
+		change func(w *ws, key string)
+		call   func(w *ws) error
+		want   string // what the file holds after: "" for no file
+	}{
+		{"saved as a write reads it", "lstat", save, func(w *ws) error { _, err := w.update("fact", "From a tool."); return err }, saved},
+		{"removed as a write reads it", "lstat", remove, func(w *ws) error { _, err := w.update("fact", "From a tool."); return err }, ""},
+		{"removed as it is written", "renamed", remove, func(w *ws) error { _, err := w.update("fact", "From a tool."); return err }, ""},
+		{"saved as a delete reads it", "lstat", save, func(w *ws) error { return w.del(w.ctx, "fact") }, saved},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWS(t)
+			w.put(memory.Semantic, "fact", "", "Old.")
+			w.dir.hook = func(at, key string) {
+				if at == tc.at {
+					w.dir.hook = nil
+					tc.change(w, key)
+				}
+			}
+			err := tc.call(w)
+			if !errors.Is(err, memory.ErrConflict) {
+				t.Errorf("call: %v, want a conflict", err)
+			}
+			got, rerr := os.ReadFile(w.path("fact.md"))
+			if tc.want == "" && !errors.Is(rerr, os.ErrNotExist) || tc.want != "" && string(got) != tc.want {
+				t.Errorf("fact.md = %q, %v; want %q", got, rerr, tc.want)
+			}
+			// The next sync takes the person's change.
+			rep := w.sync()
+			if r, err := w.peek("fact"); tc.want == "" && (len(rep.Deleted) != 1 || err == nil) || tc.want != "" && r.Body != strings.TrimSpace(tc.want) {
+				t.Errorf("after a sync: %+v; fact = %q, %v", rep, r.Body, err)
+			}
+		})
+	}
+
+	// A delete that finds the file removed by hand is done: the record
+	// goes too.
+	w := newWS(t)
+	w.put(memory.Semantic, "fact", "", "Old.")
+	w.dir.hook = func(at, key string) {
+		if at == "lstat" {
+			w.dir.hook = nil
+			remove(w, key)
+		}
+	}
+	if err := w.del(w.ctx, "fact"); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := w.peek("fact"); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("fact after the delete: %v", err)
+	}
+}
+
+func (w *ws) update(key, body string) (memory.Record, error) {
+	lvl := scope.Project
+	return w.st.Update(w.ctx, w.project(), memory.Selector{Key: key, Scope: &lvl}, memory.Patch{Body: &body})
 }

@@ -20,7 +20,10 @@ func (w *ws) cancelAt(n int) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.tb.Cleanup(cancel)
 	ops := 0
-	w.dir.afterOp = func(op, key string) {
+	w.dir.hook = func(at, key string) {
+		if at != "write" && at != "remove" {
+			return
+		}
 		if ops++; ops == n {
 			cancel()
 		}
@@ -33,7 +36,7 @@ func (w *ws) cancelAt(n int) context.Context {
 // delete every key again.
 func (w *ws) settled(keys ...string) {
 	w.tb.Helper()
-	w.dir.afterOp = nil
+	w.dir.hook = nil
 	if rep := w.sync(); !cmp.Equal(rep, Report{}) {
 		w.tb.Errorf("sync after the failed call: %+v", rep)
 	}
@@ -101,7 +104,7 @@ func TestRolledBackTransactionPutsFilesBack(t *testing.T) {
 		if diff := cmp.Diff(before, w.snapshot()); diff != "" {
 			t.Errorf("files (-before +after):\n%s", diff)
 		}
-		w.dir.afterOp = nil
+		w.dir.hook = nil
 		if n, err := w.st.PurgeMirrored(w.ctx, w.project()); n != 2 || err != nil {
 			t.Errorf("purge again: %d, %v", n, err)
 		}
@@ -139,7 +142,10 @@ func TestCancelledWriteKeepsTheLock(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bDone := make(chan error, 1)
-	a.dir.afterOp = func(op, key string) {
+	a.dir.hook = func(at, key string) {
+		if at != "write" {
+			return
+		}
 		cancel()
 		go func() {
 			_, _, err := b.st.Put(b.ctx, b.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "fact", Body: "From b."})
@@ -155,7 +161,7 @@ func TestCancelledWriteKeepsTheLock(t *testing.T) {
 	if _, _, err := a.st.Put(ctx, a.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "fact", Body: "From a."}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a: %v, want it cancelled", err)
 	}
-	a.dir.afterOp = nil
+	a.dir.hook = nil
 	if err := <-bDone; err != nil {
 		t.Fatalf("b: %v", err)
 	}
@@ -174,8 +180,8 @@ func TestCancelledWriteKeepsTheLock(t *testing.T) {
 func TestPutBackSparesHandEdits(t *testing.T) {
 	w := newWS(t)
 	w.put(memory.Semantic, "fact", "", "Old.")
-	w.dir.afterOp = func(op, key string) {
-		switch op {
+	w.dir.hook = func(at, key string) {
+		switch at {
 		case "write":
 			w.write(key+".md", "Edited by hand.\n")
 		case "remove":
@@ -190,12 +196,17 @@ func TestPutBackSparesHandEdits(t *testing.T) {
 		func(ctx context.Context) error { return w.del(ctx, "fact") },
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
-		hook := w.dir.afterOp
-		w.dir.afterOp = func(op, key string) { hook(op, key); cancel() }
+		hook := w.dir.hook
+		w.dir.hook = func(at, key string) {
+			hook(at, key)
+			if at == "write" || at == "remove" {
+				cancel()
+			}
+		}
 		if err := call(ctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("call: %v, want it cancelled", err)
 		}
-		w.dir.afterOp = hook
+		w.dir.hook = hook
 	}
 	if got := string(w.read("new.md")); got != "Edited by hand.\n" {
 		t.Errorf("new.md = %q", got)
@@ -203,7 +214,7 @@ func TestPutBackSparesHandEdits(t *testing.T) {
 	if got := string(w.read("fact.md")); got != "Written again by hand.\n" {
 		t.Errorf("fact.md = %q", got)
 	}
-	w.dir.afterOp = nil
+	w.dir.hook = nil
 	rep := w.sync()
 	if diff := cmp.Diff([]string{"fact", "new"}, rep.Imported); diff != "" || len(rep.Problems) > 0 {
 		t.Errorf("sync: %+v", rep)

@@ -291,9 +291,7 @@ func (s *syncer) run() error {
 		return err
 	}
 	s.dedupe()
-	if s.d.beforeImports != nil {
-		s.d.beforeImports()
-	}
+	s.d.at("read", "")
 	if err := s.imports(); err != nil {
 		return err
 	}
