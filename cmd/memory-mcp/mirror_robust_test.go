@@ -22,8 +22,9 @@ import (
 // workspace and one database while a person edits the markdown files.
 //
 // In the background both servers write, update and delete the same keys
-// at random, and the person rewrites, removes and creates files of those
-// keys and of keys only they touch. Meanwhile, on keys of their own, the
+// at random, and the person rewrites, removes, renames, copies and creates
+// files of those keys, and rewrites and removes files of keys only they
+// touch. Meanwhile, on keys of their own, the
 // servers and the person take turns in a fixed order, each step checked
 // through the other server: every write and every hand edit must be seen
 // at once, by the other process too, and no step may be refused.
@@ -80,13 +81,22 @@ func TestTwoServersAndAHumanOnOneMirror(t *testing.T) {
 				key = fmt.Sprintf("hand-%d", r.IntN(3))
 			}
 			path := filepath.Join(dir, key+".md")
-			if r.IntN(4) == 0 {
+			other := filepath.Join(dir, fmt.Sprintf("shared-%d.md", r.IntN(4)))
+			op := r.IntN(6)
+			switch {
+			case op == 0:
 				if err := os.Remove(path); err == nil || errors.Is(err, os.ErrNotExist) {
 					if strings.HasPrefix(key, "hand-") {
 						handOnly[key] = ""
 					}
 				}
-			} else {
+			case op == 1 && strings.HasPrefix(key, "shared-"):
+				os.Rename(path, other) // git mv, perhaps over another file
+			case op == 2 && strings.HasPrefix(key, "shared-"):
+				if data, err := os.ReadFile(path); err == nil {
+					os.WriteFile(other, data, 0o644) // a copy to start a new one
+				}
+			default:
 				body := fmt.Sprintf("By hand, edit %d of %s.", n, key)
 				h.add(h.hand, body)
 				if err := handEdit(path, key, body); err != nil {
