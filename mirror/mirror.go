@@ -425,17 +425,20 @@ func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime
 		return err
 	}
 	defer r.Remove(tmp)
-	if err := r.Chtimes(tmp, time.Now(), mtime); err != nil {
-		return err
-	}
+	d.at("restore", strings.TrimSuffix(name, ".md"))
 	if want == "" {
 		// Link, not rename: a file created meanwhile is not replaced.
-		if err := r.Link(tmp, name); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := r.Link(tmp, name); errors.Is(err, fs.ErrExist) {
+			return nil
+		} else if err != nil {
 			return err
 		}
-		return nil
+	} else if err := r.Rename(tmp, name); err != nil {
+		return err
 	}
-	return r.Rename(tmp, name)
+	// The old mtime only now: a temporary file that old is one a sync
+	// sweeps as left over from a crash.
+	return r.Chtimes(name, time.Now(), mtime)
 }
 
 // at calls the test hook, if any.

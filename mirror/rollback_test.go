@@ -223,3 +223,40 @@ func TestPutBackSparesHandEdits(t *testing.T) {
 		t.Errorf("fact = %q", r.Body)
 	}
 }
+
+// TestPutBackSurvivesASweep: the file put back keeps its old mtime, but
+// its temporary file must not carry it: another process's sync would
+// sweep a temporary file that old as left over from a crash, and the file
+// would not be put back.
+func TestPutBackSurvivesASweep(t *testing.T) {
+	w := newWS(t)
+	w.put(memory.Semantic, "fact", "", "Old.")
+	w.age("fact.md", 2*time.Hour)
+	before := w.snapshot()
+	other, err := Open(w.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.dir.hook = func(at, key string) {
+		switch at {
+		case "write":
+			cancel()
+		case "restore":
+			r, err := other.openRoot(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			(&syncer{d: other, now: time.Now()}).sweepTempSub(r)
+		}
+	}
+	if _, _, err := w.st.Put(ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "fact", Body: "New."}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("put: %v, want it cancelled", err)
+	}
+	if diff := cmp.Diff(before, w.snapshot()); diff != "" {
+		t.Errorf("files (-before +after):\n%s", diff)
+	}
+	w.settled("fact")
+}
