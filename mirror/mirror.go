@@ -335,9 +335,42 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	if err != nil {
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
+	d.at("checked", rec.Key)
+	var aside string
+	if before != nil {
+		// Keep hold of the file being replaced, to see after the rename
+		// whether someone edited it since it was read.
+		aside = tempFor(name)
+		if err := r.Link(name, aside); err != nil {
+			r.Remove(tmp)
+			if errors.Is(err, fs.ErrNotExist) {
+				return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name))
+			}
+			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
+		}
+		defer func() {
+			if aside != "" {
+				r.Remove(aside)
+			}
+		}()
+		d.at("aside", rec.Key)
+	}
 	if err := r.Rename(tmp, name); err != nil {
 		r.Remove(tmp)
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+	if aside != "" {
+		// One that cannot be read back cannot be put back either: the
+		// write stands, so that file and database agree.
+		if was, err := r.ReadFile(aside); err == nil && !bytes.Equal(was, before) {
+			// Edited by hand between the read and the rename: the
+			// person's file goes back.
+			if err := r.Rename(aside, name); err != nil {
+				d.logger().Warn("memory file edited by hand as it was written could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
+				aside = "" // kept for the person
+			}
+			return memory.FileState{}, nil, d.edited("write", rec.Key, was)
+		}
 	}
 	undo := func() { d.putBack(name, hash(data), before, perm, mtime) }
 	d.at("renamed", rec.Key)
@@ -526,6 +559,14 @@ func makeTempSub(r *os.Root) error {
 	return nil
 }
 
+// tempFor returns a new name in the temporary directory for a file that
+// stands for name.
+func tempFor(name string) string {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	return tempSub + "/" + tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + tempSuffix
+}
+
 // writeTemp writes data to a new temporary file for name in the temporary
 // directory and returns its path in r. A new file gets perm less the
 // umask; with keepPerm it gets exactly perm, the mode of the file it
@@ -534,9 +575,7 @@ func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm 
 	if err := makeTempSub(r); err != nil {
 		return "", err
 	}
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := tempSub + "/" + tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + tempSuffix
+	tmp := tempFor(name)
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return "", err
@@ -639,7 +678,29 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 	if last == nil || hash(cur) != last.Hash {
 		return nil, d.edited("remove", key, cur)
 	}
-	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	d.at("checked", key)
+	// Moved aside first, to see whether someone edited it since it was
+	// read: then it goes back.
+	if err := makeTempSub(r); err != nil {
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
+	}
+	aside := tempFor(name)
+	if err := r.Rename(name, aside); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // removed by hand meanwhile
+	} else if err != nil {
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
+	}
+	d.at("aside", key)
+	if was, err := r.ReadFile(aside); err == nil && !bytes.Equal(was, cur) {
+		// Link, not rename: a file created meanwhile is not replaced.
+		if err := r.Link(aside, name); err != nil {
+			d.logger().Warn("memory file edited by hand as it was removed could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
+		} else {
+			r.Remove(aside)
+		}
+		return nil, d.edited("remove", key, was)
+	}
+	if err := r.Remove(aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	perm, mtime := fi.Mode().Perm(), fi.ModTime()

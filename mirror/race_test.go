@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -192,4 +193,102 @@ func TestFileChangedByHandWhileAToolWritesIt(t *testing.T) {
 func (w *ws) update(key, body string) (memory.Record, error) {
 	lvl := scope.Project
 	return w.st.Update(w.ctx, w.project(), memory.Selector{Key: key, Scope: &lvl}, memory.Patch{Body: &body})
+}
+
+// TestHandEditAsAToolWritesIsKept: a person edits a file between the
+// server's check that it is as last recorded and its write or removal.
+// The edit is never lost: the call is refused as a conflict, the file
+// holds the person's edit, and the next sync imports it.
+func TestHandEditAsAToolWritesIsKept(t *testing.T) {
+	edited := "Edited by hand.\n"
+	inPlace := func(w *ws) { w.write("fact.md", edited) }
+	save := func(w *ws) { // a new file renamed over, as editors save
+		if err := os.WriteFile(w.path(".fact.swp"), []byte(edited), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(w.path(".fact.swp"), w.path("fact.md")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(w *ws) error { _, err := w.update("fact", "From a tool."); return err }
+	del := func(w *ws) error { return w.del(w.ctx, "fact") }
+	for _, tc := range []struct {
+		name string
+		edit func(w *ws)
+		call func(w *ws) error
+	}{
+		{"write, edited in place", inPlace, write},
+		{"write, saved", save, write},
+		{"delete, edited in place", inPlace, del},
+		{"delete, saved", save, del},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWS(t)
+			w.put(memory.Semantic, "fact", "", "Old.")
+			w.dir.hook = func(at, key string) {
+				if at == "checked" {
+					w.dir.hook = nil
+					tc.edit(w)
+				}
+			}
+			if err := tc.call(w); !errors.Is(err, memory.ErrConflict) {
+				t.Errorf("call: %v, want a conflict", err)
+			}
+			if got := string(w.read("fact.md")); got != edited {
+				t.Errorf("fact.md = %q, want the edit", got)
+			}
+			w.sync()
+			if r, err := w.peek("fact"); err != nil || r.Body != strings.TrimSpace(edited) {
+				t.Errorf("fact after a sync = %q, %v", r.Body, err)
+			}
+			if got := w.ls(); len(got) != 1 {
+				t.Errorf("files: %v", got)
+			}
+		})
+	}
+}
+
+// TestAsideFileSurvivesASweep: the file Write or Remove holds aside keeps
+// its old mtime; another process's sync sweeping the temporary directory
+// at that moment must not take it for a crash's leftover.
+func TestAsideFileSurvivesASweep(t *testing.T) {
+	for _, del := range []bool{false, true} {
+		w := newWS(t)
+		w.put(memory.Semantic, "fact", "", "Old.")
+		w.age("fact.md", 2*time.Hour)
+		other, err := Open(w.root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.dir.hook = func(at, key string) {
+			if at != "aside" {
+				return
+			}
+			r, err := other.openRoot(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			(&syncer{d: other, now: time.Now()}).sweepTempSub(r)
+		}
+		if del {
+			if err := w.del(w.ctx, "fact"); err != nil {
+				t.Errorf("delete: %v", err)
+			}
+			if got := w.ls(); len(got) > 0 {
+				t.Errorf("files after the delete: %v", got)
+			}
+		} else {
+			if _, err := w.update("fact", "New."); err != nil {
+				t.Errorf("update: %v", err)
+			}
+			if got, err := Decode("fact", w.read("fact.md")); err != nil || got.Body != "New." {
+				t.Errorf("fact.md = %q, %v", got.Body, err)
+			}
+		}
+		w.dir.hook = nil
+		if rep := w.sync(); !cmp.Equal(rep, Report{}) {
+			t.Errorf("sync: %+v", rep)
+		}
+	}
 }

@@ -710,9 +710,21 @@ func (s *syncer) sweepTemp(r *os.Root, name string) {
 	if !tempName.MatchString(path.Base(name)) {
 		return
 	}
-	if fi, err := r.Lstat(name); err == nil && fi.Mode().IsRegular() && s.now.Sub(fi.ModTime()) > staleTemp {
+	if fi, err := r.Lstat(name); err == nil && fi.Mode().IsRegular() && s.now.Sub(lastChange(fi)) > staleTemp {
 		r.Remove(name)
 	}
+}
+
+// lastChange is when fi's file last changed, in content or name: the later
+// of its mtime and its change time. A file Write or Remove holds aside in
+// the temporary directory keeps its old mtime but was linked or moved
+// there a moment ago, which the change time says.
+func lastChange(fi fs.FileInfo) time.Time {
+	t := fi.ModTime()
+	if c := ctime(fi); c > t.UnixNano() {
+		t = time.Unix(0, c)
+	}
+	return t
 }
 
 // sweepTempSub sweeps the temporary directory. Its files are ignored by

@@ -563,17 +563,39 @@ func TestTwoWorkspacesSameFiles(t *testing.T) {
 	}
 }
 
+// TestSweepsStaleTempFiles: a temporary file neither written nor moved
+// for an hour (the change time says when it was linked or moved there) is
+// left over from a crash, and the sync that comes two hours later sweeps
+// it; younger ones, and other dotfiles, stay.
 func TestSweepsStaleTempFiles(t *testing.T) {
 	w := newWS(t)
 	w.put(memory.Semantic, "fact", "", "Body.")
 	stale, fresh, other := ".fact.md.0123456789ab.tmp", ".fact.md.ba9876543210.tmp", ".notes"
-	for _, name := range []string{stale, fresh, other} {
+	sub := func(name string) string { return tempSub + "/" + name }
+	names := []string{stale, fresh, other, sub(stale), sub(fresh)}
+	for _, name := range names {
 		w.write(name, "x")
 	}
-	w.age(stale, 2*time.Hour)
-	w.age(other, 2*time.Hour)
-	w.sync()
-	if diff := cmp.Diff([]string{fresh, other, "fact.md"}, w.ls()); diff != "" {
+	later := time.Now().Add(2 * time.Hour)
+	for _, name := range []string{fresh, sub(fresh)} {
+		if err := os.Chtimes(w.path(name), later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := w.dir.openRoot(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	entries, err := list(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &syncer{ctx: w.ctx, st: w.st, p: w.p, d: w.dir, now: later, present: map[string]bool{}}
+	if err := s.scan(r, entries); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{fresh, other, tempSub + "/" + fresh, "fact.md"}, w.ls()); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
