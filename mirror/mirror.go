@@ -340,7 +340,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	if before != nil {
 		// Keep hold of the file being replaced, to see after the rename
 		// whether someone edited it since it was read.
-		aside = tempFor(name)
+		aside = tempFor(name, asideSuffix)
 		if err := r.Link(name, aside); err != nil {
 			r.Remove(tmp)
 			if errors.Is(err, fs.ErrNotExist) {
@@ -512,6 +512,9 @@ func (d *Dir) edited(op, key string, cur []byte) error {
 const (
 	tempPrefix = "."
 	tempSuffix = ".tmp"
+	// asideSuffix ends the name of a file Write or Remove holds aside, in
+	// the temporary directory, while it checks that nobody edited it.
+	asideSuffix = ".aside"
 )
 
 // tempSub is the directory, inside the memories directory, that Write's
@@ -560,11 +563,12 @@ func makeTempSub(r *os.Root) error {
 }
 
 // tempFor returns a new name in the temporary directory for a file that
-// stands for name.
-func tempFor(name string) string {
+// stands for name, ending in suffix: tempSuffix for a new version being
+// written, asideSuffix for the old one held aside.
+func tempFor(name, suffix string) string {
 	var rnd [6]byte
 	rand.Read(rnd[:])
-	return tempSub + "/" + tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + tempSuffix
+	return tempSub + "/" + tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + suffix
 }
 
 // writeTemp writes data to a new temporary file for name in the temporary
@@ -575,7 +579,7 @@ func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm 
 	if err := makeTempSub(r); err != nil {
 		return "", err
 	}
-	tmp := tempFor(name)
+	tmp := tempFor(name, tempSuffix)
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return "", err
@@ -684,7 +688,7 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 	if err := makeTempSub(r); err != nil {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
-	aside := tempFor(name)
+	aside := tempFor(name, asideSuffix)
 	if err := r.Rename(name, aside); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil // removed by hand meanwhile
 	} else if err != nil {

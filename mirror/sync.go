@@ -56,7 +56,10 @@ const exportEvery = time.Minute
 // deletes it as left over from a crash.
 const staleTemp = time.Hour
 
-var tempName = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.tmp$`)
+var (
+	tempName  = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.tmp$`)
+	asideName = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.aside$`)
+)
 
 // Sync brings the store in line with d's files for project p, the files
 // being canonical. It is called before every read and write.
@@ -707,18 +710,28 @@ func (s *syncer) problem(name, stem string, at stamp, decode bool, reason string
 // sweepTemp deletes a temporary file Write left behind in a crash (in the
 // memories directory itself, where older versions wrote them).
 func (s *syncer) sweepTemp(r *os.Root, name string) {
-	if !tempName.MatchString(path.Base(name)) {
+	base := path.Base(name)
+	temp, aside := tempName.MatchString(base), asideName.MatchString(base)
+	if !temp && !aside {
 		return
 	}
-	if fi, err := r.Lstat(name); err == nil && fi.Mode().IsRegular() && s.now.Sub(lastChange(fi)) > staleTemp {
+	fi, err := r.Lstat(name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	written := fi.ModTime()
+	if aside {
+		written = lastChange(fi)
+	}
+	if s.now.Sub(written) > staleTemp {
 		r.Remove(name)
 	}
 }
 
 // lastChange is when fi's file last changed, in content or name: the later
-// of its mtime and its change time. A file Write or Remove holds aside in
-// the temporary directory keeps its old mtime but was linked or moved
-// there a moment ago, which the change time says.
+// of its mtime and its change time. A file Write or Remove holds aside
+// keeps its old mtime but was linked or moved there a moment ago, which
+// the change time says.
 func lastChange(fi fs.FileInfo) time.Time {
 	t := fi.ModTime()
 	if c := ctime(fi); c > t.UnixNano() {
