@@ -64,7 +64,7 @@ func TestMoveProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A copy of alpha, as a server at the new root reads it from the file.
-	if _, err := s.Import(ctx, to, Record{ID: a.ID, Type: Semantic, Key: "alpha", Body: "a"}, FileState{Stem: "alpha", Hash: "h"}, nil); err != nil {
+	if _, err := s.Import(ctx, to, Record{ID: a.ID, Type: Semantic, Key: "alpha", Body: "a"}, FileState{Stem: "alpha", Hash: "h"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.MoveProject(ctx, from, to, "/new")
@@ -119,7 +119,7 @@ func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
 	defer s1.Close()
 	// Records as the mirror's sync brings them in from their files.
 	p := Project{ID: scope.IdentityOf("/w")}
-	if _, err := s1.Import(ctx, p.ID, Record{Type: Semantic, Key: "alpha", Body: "a"}, FileState{Stem: "alpha", Hash: "ha"}, nil); err != nil {
+	if _, err := s1.Import(ctx, p.ID, Record{Type: Semantic, Key: "alpha", Body: "a"}, FileState{Stem: "alpha", Hash: "ha"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	backup := filepath.Join(dir, "b.db")
@@ -132,7 +132,7 @@ func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
 	if err := s1.Backup(ctx, backup); err == nil {
 		t.Fatal("backup overwrote a file")
 	}
-	if _, err := s1.Import(ctx, p.ID, Record{Type: Semantic, Key: "beta", Body: "b"}, FileState{Stem: "beta", Hash: "hb"}, nil); err != nil {
+	if _, err := s1.Import(ctx, p.ID, Record{Type: Semantic, Key: "beta", Body: "b"}, FileState{Stem: "beta", Hash: "hb"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	seen, err := s1.MirrorChangesSince(ctx, p.ID, -1)

@@ -55,6 +55,57 @@ func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileStat
 	return err
 }
 
+// beginWrite begins a write transaction that ctx ending does not roll back
+// behind the caller's back. database/sql would, from another goroutine, the
+// moment ctx ends: the write lock would go before the files changed under
+// it are put back, and another writer could find them disagreeing with the
+// database. Statements still run with ctx, so a cancelled call fails at its
+// next one and tx1 puts the files back, then rolls back. Waiting for the
+// lock still ends with ctx.
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := s.db.BeginTx(txCtx, nil)
+	if !stop() {
+		// ctx ended while the transaction began: no file was touched.
+		if err == nil {
+			tx.Rollback()
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return tx, nil
+}
+
+// undoOnRollback keeps undo, a file operation's, for undoFiles.
+func (s *Store) undoOnRollback(undo func()) {
+	if undo != nil {
+		s.fileUndo = append(s.fileUndo, undo)
+	}
+}
+
+// undoFiles takes back, newest first, the file operations of a write
+// transaction that is not committing; tx1 clears them after a commit. A
+// file written or removed for a change that is then rolled back would
+// leave disk and database disagreeing: a file no record explains, which a
+// sync imports (the failed write happens after all), or a record whose
+// file is gone, which the next write takes for a removal by hand.
+func (s *Store) undoFiles() {
+	for i := len(s.fileUndo) - 1; i >= 0; i-- {
+		s.fileUndo[i]()
+	}
+	s.fileUndo = nil
+}
+
+func undoFile(undo func()) {
+	if undo != nil {
+		undo()
+	}
+}
+
 // mirrorError is the error of a file the mirror could not write or remove:
 // its own *Error (a conflict with a human's edit) as it is, else internal.
 func mirrorError(op, key string, err error) error {
@@ -72,11 +123,24 @@ func mirrorError(op, key string, err error) error {
 // Nothing is changed; the next sync looks at the file again.
 var ErrStale = errors.New("the file was written again while it was being read")
 
+// Recheck looks at a file again from inside the transaction that records
+// what the caller read of it. Every writer of the mirror's files holds the
+// store's write lock while it writes or removes one and records it, so
+// what Recheck sees there no writer changes before the commit. It returns
+// ErrStale when the file is no longer what the caller read.
+//
+// The recorded state alone cannot tell: a file read while a writer was
+// creating it (renamed into place, not yet committed), then removed by
+// another writer, leaves the state as the caller found it, empty, and
+// importing what was read would bring back a record just deleted, with a
+// file that is gone.
+type Recheck func() error
+
 // checkPrev returns ErrStale when the recorded state of st's file holds
 // content that is neither what was read (st) nor what was recorded before
 // (prev), or is gone: another writer wrote or deleted the file after it
-// was read.
-func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, prev *FileState) error {
+// was read; or when recheck (if any) says the file moved on.
+func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, prev *FileState, recheck Recheck) error {
 	cur, err := fileState(ctx, tx, p, st.Stem)
 	if err != nil {
 		return err
@@ -84,16 +148,19 @@ func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, 
 	if cur == nil && prev != nil || cur != nil && cur.Hash != st.Hash && (prev == nil || cur.Hash != prev.Hash) {
 		return ErrStale
 	}
+	if recheck != nil {
+		return recheck()
+	}
 	return nil
 }
 
 // Touched records that a file was seen unchanged in content but with a new
 // size, mtime or change time (a checkout rewrote it), so the next sync
 // skips it again. prev is the state the caller read before it read the
-// file; see ErrStale.
-func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState, prev *FileState) error {
+// file, and recheck (nil: none) looks at the file again; see ErrStale.
+func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState, prev *FileState, recheck Recheck) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if err := checkPrev(ctx, tx, p, st, prev); err != nil {
+		if err := checkPrev(ctx, tx, p, st, prev, recheck); err != nil {
 			return err
 		}
 		return setFileState(ctx, tx, p, st)
@@ -106,9 +173,10 @@ func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState, pre
 // record with that id, or the one the file held before, is updated in place,
 // so a renamed file renames the key. The file itself is never written.
 // prev is the file's recorded state that the caller read before it read the
-// file (nil: none). Errors: the validation errors of Put (secrets
-// included), CodeConflict when another record holds the key, ErrStale.
-func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st FileState, prev *FileState) (Record, error) {
+// file (nil: none), and recheck (nil: none) looks at the file again under
+// the write lock. Errors: the validation errors of Put (secrets included),
+// CodeConflict when another record holds the key, ErrStale.
+func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st FileState, prev *FileState, recheck Recheck) (Record, error) {
 	conf := rec.Confidence
 	w := Write{
 		Scope: scope.Project, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
@@ -122,7 +190,7 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 	}
 	var out Record
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if err := checkPrev(ctx, tx, p, st, prev); err != nil {
+		if err := checkPrev(ctx, tx, p, st, prev, recheck); err != nil {
 			return err
 		}
 		old, found, err := s.fileOwner(ctx, tx, p, rec.ID, st.Stem, w.Key)
@@ -305,12 +373,13 @@ func (s *Store) fileOwner(ctx context.Context, tx *sql.Tx, p scope.Identity, id,
 // Forget handles a file that is gone: the record it held is deleted, unless
 // it has moved to another file meanwhile. prev is the file's state the
 // caller read before it found the file gone: when another writer has
-// written the file since (the state moved on), Forget returns ErrStale and
+// written the file since (the state moved on), or recheck (nil: none)
+// says the file is not as the caller found it, Forget returns ErrStale and
 // changes nothing. The record is hidden at once, but what the file does
 // not hold (its use count, last access and expiry) is kept for a while, so
 // that the same file coming back (same id line) brings the record back as
 // it was. It returns the deleted record, if any.
-func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev *FileState) (Record, bool, error) {
+func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev *FileState, recheck Recheck) (Record, bool, error) {
 	var rec Record
 	var deleted bool
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -320,6 +389,11 @@ func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev 
 		}
 		if prev != nil && (cur.Hash != prev.Hash || cur.ID != prev.ID) {
 			return ErrStale
+		}
+		if recheck != nil {
+			if err := recheck(); err != nil {
+				return err
+			}
 		}
 		held, fileID := cur.ID, cur.FileID
 		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem); err != nil {

@@ -40,6 +40,10 @@ type Store struct {
 	// waiting here wakes it the moment the other commits. Other
 	// processes still meet the busy timeout.
 	writing chan struct{}
+	// fileUndo takes back the mirror's file operations of the write
+	// transaction under way (there is one at a time) if it does not
+	// commit. See undoFiles.
+	fileUndo []func()
 
 	idMu   sync.Mutex
 	lastID [16]byte

@@ -28,17 +28,21 @@ type Project struct {
 }
 
 // Mirror is the markdown mirror as the store sees it. The store calls it
-// inside the write transaction, so a file is written only for a change that
-// is then committed, and a failed file write changes nothing.
+// inside the write transaction, so a failed file write changes nothing,
+// and calls the undo a file operation returns when its transaction does
+// not commit, so that a file is changed only for a change that is
+// committed.
 type Mirror interface {
 	// Write writes rec's file atomically and reports what is on disk. last
 	// is what was last imported or written there (nil: nothing); a file
 	// that no longer matches it is a human's edit, never overwritten:
-	// Write returns a CodeConflict *Error instead.
-	Write(rec Record, last *FileState) (FileState, error)
+	// Write returns a CodeConflict *Error instead. undo (nil when nothing
+	// changed) puts the file back as it was.
+	Write(rec Record, last *FileState) (st FileState, undo func(), err error)
 	// Remove deletes key's file; a missing file is not an error. A file
 	// that does not match last is left alone with a CodeConflict *Error.
-	Remove(key string, last *FileState) error
+	// undo (nil when nothing changed) puts the file back.
+	Remove(key string, last *FileState) (undo func(), err error)
 }
 
 // FileState is what the mirror last saw of one file.
@@ -446,12 +450,17 @@ func (s *Store) writeFile(ctx context.Context, tx *sql.Tx, p Project, rec Record
 	if !force && last != nil {
 		return nil
 	}
-	st, err := p.Mirror.Write(rec, last)
+	st, undo, err := p.Mirror.Write(rec, last)
 	if err != nil {
 		return mirrorError("write", rec.Key, err)
 	}
 	st.ID = rec.ID
-	return setFileState(ctx, tx, p.ID, st)
+	if err := setFileState(ctx, tx, p.ID, st); err != nil {
+		undoFile(undo) // put's savepoint drops the row: so goes the file
+		return err
+	}
+	s.undoOnRollback(undo)
+	return nil
 }
 
 func sameContent(a, b Record) bool {
@@ -553,17 +562,25 @@ func (s *Store) Delete(ctx context.Context, p Project, sel Selector) (Record, er
 	return rec, err
 }
 
-func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, removeFile bool) error {
+func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, removeFile bool) (err error) {
 	// The file first: one edited by hand since it was last written keeps
 	// its record too.
 	if removeFile && p.Mirror != nil && rec.Mirrored() {
-		last, err := fileState(ctx, tx, p.ID, rec.Key)
-		if err != nil {
-			return err
+		last, ferr := fileState(ctx, tx, p.ID, rec.Key)
+		if ferr != nil {
+			return ferr
 		}
-		if err := p.Mirror.Remove(rec.Key, last); err != nil {
-			return mirrorError("remove", rec.Key, err)
+		undo, ferr := p.Mirror.Remove(rec.Key, last)
+		if ferr != nil {
+			return mirrorError("remove", rec.Key, ferr)
 		}
+		defer func() {
+			if err != nil {
+				undoFile(undo) // the record stays: so does its file
+			} else {
+				s.undoOnRollback(undo)
+			}
+		}()
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE id = ?`, rec.ID); err != nil {
 		return err
@@ -600,13 +617,16 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.writing }()
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.beginWrite(ctx)
 	if err != nil {
 		return err
 	}
 	// Deferred, so that a panic in fn does not leave the connection
-	// holding the write lock; after Commit it does nothing.
+	// holding the write lock; after Commit it does nothing. Files changed
+	// for a transaction that does not commit are put back first, under
+	// the lock still.
 	defer tx.Rollback()
+	defer s.undoFiles()
 	// Uses counted since the last write go in with this one: the write
 	// lock is held already, and fn may read the counts.
 	uses := s.take()
@@ -625,6 +645,7 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	s.fileUndo = nil
 	done = true
 	s.committed()
 	return nil

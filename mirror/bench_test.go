@@ -86,3 +86,15 @@ func BenchmarkSyncChanged(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPutMirrored is a tool's write of a mirrored record: the
+// transaction, the file written and recorded.
+func BenchmarkPutMirrored(b *testing.B) {
+	w := newWS(b)
+	for i := range b.N {
+		key := fmt.Sprintf("fact-%03d", i%100)
+		if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: key, Body: fmt.Sprintf("Write %d.", i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -81,6 +81,10 @@ type Dir struct {
 	mustRead     map[string]bool // stems the next full sync reads whatever their size and mtime
 	quickSyncs   int             // syncs skipped; tests check the quick path ran
 
+	// hook, set by tests, is called where another process or a person can
+	// step in between two steps: see the calls of at.
+	hook func(at, key string)
+
 	mu         sync.Mutex
 	log        *slog.Logger
 	problems   map[string]problemSeen // by stem: last problem reported, to log it once
@@ -273,10 +277,23 @@ func (d *Dir) openRoot(create bool) (*os.Root, error) {
 // an error for a key that is not a normalised key, for an unsafe directory
 // (see Open), for an existing file that is not a regular file (a symlink is
 // never written through or replaced), and for any I/O failure.
-func (d *Dir) Write(rec memory.Record, last *memory.FileState) (memory.FileState, error) {
+//
+// undo (nil when the file was left alone) puts back what the file held
+// before, or removes a file Write created, unless the file has changed
+// again since: the store calls it when the change it wrote the file for
+// is rolled back.
+func (d *Dir) Write(rec memory.Record, last *memory.FileState) (st memory.FileState, undo func(), err error) {
+	st, undo, err = d.write(rec, last)
+	if err == nil {
+		d.at("write", rec.Key) // the store's transaction still open
+	}
+	return st, undo, err
+}
+
+func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState, func(), error) {
 	name, err := fileName(rec.Key)
 	if err != nil {
-		return memory.FileState{}, err
+		return memory.FileState{}, nil, err
 	}
 	recID := rec.ID
 	if last != nil && last.FileID != "" {
@@ -293,47 +310,181 @@ func (d *Dir) Write(rec memory.Record, last *memory.FileState) (memory.FileState
 	}
 	r, err := d.openRoot(true)
 	if err != nil {
-		return memory.FileState{}, err
+		return memory.FileState{}, nil, err
 	}
 	defer r.Close()
 
 	perm, keepPerm := fs.FileMode(0o644), false
-	if fi, err := r.Lstat(name); err == nil {
+	var before []byte // what the file held; nil: there was none
+	var mtime time.Time
+	if fi, cur, err := d.current(r, name); err == nil {
 		if !fi.Mode().IsRegular() {
-			return memory.FileState{}, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
+			return memory.FileState{}, nil, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
 		}
 		perm, keepPerm = fi.Mode().Perm(), true
-		cur, err := readRegular(r, name, fi)
-		if err != nil {
-			return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
-		}
 		if bytes.Equal(cur, data) {
-			return st(fi), nil
+			return st(fi), nil, nil
 		}
 		if last == nil || hash(cur) != last.Hash {
-			return memory.FileState{}, d.edited("write", rec.Key, cur)
+			return memory.FileState{}, nil, d.edited("write", rec.Key, cur)
 		}
+		before, mtime = cur, fi.ModTime()
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	} else if last != nil {
 		// Removed (or renamed) since the last sync: writing it again
 		// would undo that.
-		return memory.FileState{}, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name))
+		return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name))
 	}
 
 	tmp, err := writeTemp(r, name, data, perm, keepPerm)
 	if err != nil {
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+	d.at("checked", rec.Key)
+	var aside string
+	if before != nil {
+		// Keep hold of the file being replaced, to see after the rename
+		// whether someone edited it since it was read.
+		aside = tempFor(name, asideSuffix)
+		if err := r.Link(name, aside); err != nil {
+			r.Remove(tmp)
+			if errors.Is(err, fs.ErrNotExist) {
+				return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name))
+			}
+			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
+		}
+		defer func() {
+			if aside != "" {
+				r.Remove(aside)
+			}
+		}()
+		d.at("aside", rec.Key)
 	}
 	if err := r.Rename(tmp, name); err != nil {
 		r.Remove(tmp)
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
+	if aside != "" {
+		// One that cannot be read back cannot be put back either: the
+		// write stands, so that file and database agree.
+		if was, err := r.ReadFile(aside); err == nil && !bytes.Equal(was, before) {
+			// Edited by hand between the read and the rename: the
+			// person's file goes back.
+			if err := r.Rename(aside, name); err != nil {
+				d.logger().Warn("memory file edited by hand as it was written could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
+				aside = "" // kept for the person
+			}
+			return memory.FileState{}, nil, d.edited("write", rec.Key, was)
+		}
+	}
+	undo := func() { d.putBack(name, hash(data), before, perm, mtime) }
+	d.at("renamed", rec.Key)
 	fi, err := r.Lstat(name)
-	if err != nil {
-		return memory.FileState{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed by hand the moment it was written: the removal stands,
+		// and the next sync imports it.
+		return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name))
 	}
-	return st(fi), nil
+	if err != nil {
+		undo()
+		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+	return st(fi), undo, nil
+}
+
+// current returns name's file info and, for a regular file, its content,
+// or an error matching fs.ErrNotExist when there is no file. A file
+// removed or replaced while it is read (an editor saving it) is looked at
+// again.
+func (d *Dir) current(r *os.Root, name string) (fs.FileInfo, []byte, error) {
+	for try := 0; ; try++ {
+		fi, err := r.Lstat(name)
+		if err != nil || !fi.Mode().IsRegular() {
+			return fi, nil, err
+		}
+		d.at("lstat", strings.TrimSuffix(name, ".md"))
+		data, err := readRegular(r, name, fi)
+		if err != nil && try < 3 && (errors.Is(err, errReplaced) || errors.Is(err, fs.ErrNotExist)) {
+			continue
+		}
+		return fi, data, err
+	}
+}
+
+// putBack takes back a write or a removal of name, whose content is now
+// hash ("" for none): it writes before back (nil: removes the file),
+// atomically, with mode perm and modification time mtime. A file that is
+// no longer hash was changed again meanwhile, by hand since every writer
+// holds the store's lock: it is left alone, and the next sync imports it.
+// Failures are logged; the next sync settles what they leave.
+func (d *Dir) putBack(name, hash string, before []byte, perm fs.FileMode, mtime time.Time) {
+	err := d.putBack1(name, hash, before, perm, mtime)
+	if err != nil {
+		d.logger().Warn("memory file of a change that was rolled back could not be put back", "path", relFile(name), "err", err)
+	}
+}
+
+func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime time.Time) error {
+	r, err := d.openRoot(before != nil)
+	if errors.Is(err, fs.ErrNotExist) && before == nil {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	fi, err := r.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if want != "" {
+			return nil // removed by hand meanwhile
+		}
+	case err != nil:
+		return err
+	case want == "" || !fi.Mode().IsRegular():
+		return nil // created meanwhile, by hand
+	default:
+		cur, err := readRegular(r, name, fi)
+		if err != nil {
+			return err
+		}
+		if hash(cur) != want {
+			return nil // edited by hand meanwhile
+		}
+	}
+	if before == nil {
+		if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	tmp, err := writeTemp(r, name, before, perm, true)
+	if err != nil {
+		return err
+	}
+	defer r.Remove(tmp)
+	d.at("restore", strings.TrimSuffix(name, ".md"))
+	if want == "" {
+		// Link, not rename: a file created meanwhile is not replaced.
+		if err := r.Link(tmp, name); errors.Is(err, fs.ErrExist) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	} else if err := r.Rename(tmp, name); err != nil {
+		return err
+	}
+	// The old mtime only now: a temporary file that old is one a sync
+	// sweeps as left over from a crash.
+	return r.Chtimes(name, time.Now(), mtime)
+}
+
+// at calls the test hook, if any.
+func (d *Dir) at(at, key string) {
+	if d.hook != nil {
+		d.hook(at, key)
+	}
 }
 
 // edited is the error for a file that differs from what the store last
@@ -367,6 +518,9 @@ func (d *Dir) edited(op, key string, cur []byte) error {
 const (
 	tempPrefix = "."
 	tempSuffix = ".tmp"
+	// asideSuffix ends the name of a file Write or Remove holds aside, in
+	// the temporary directory, while it checks that nobody edited it.
+	asideSuffix = ".aside"
 )
 
 // tempSub is the directory, inside the memories directory, that Write's
@@ -414,6 +568,15 @@ func makeTempSub(r *os.Root) error {
 	return nil
 }
 
+// tempFor returns a new name in the temporary directory for a file that
+// stands for name, ending in suffix: tempSuffix for a new version being
+// written, asideSuffix for the old one held aside.
+func tempFor(name, suffix string) string {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	return tempSub + "/" + tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + suffix
+}
+
 // writeTemp writes data to a new temporary file for name in the temporary
 // directory and returns its path in r. A new file gets perm less the
 // umask; with keepPerm it gets exactly perm, the mode of the file it
@@ -422,9 +585,7 @@ func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm 
 	if err := makeTempSub(r); err != nil {
 		return "", err
 	}
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := tempSub + "/" + tempPrefix + name + "." + hex.EncodeToString(rnd[:]) + tempSuffix
+	tmp := tempFor(name, tempSuffix)
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return "", err
@@ -490,39 +651,104 @@ func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
 // from last, what the store last imported or wrote (nil: nothing), was
 // edited by hand and is left alone too, with a memory.CodeConflict *Error.
 // It returns an error for a bad key, an unsafe directory or an I/O failure.
-func (d *Dir) Remove(key string, last *memory.FileState) error {
+// undo (nil when no file was removed) puts the file back, unless one was
+// created there meanwhile.
+func (d *Dir) Remove(key string, last *memory.FileState) (undo func(), err error) {
+	undo, err = d.remove(key, last)
+	if err == nil {
+		d.at("remove", key) // the store's transaction still open
+	}
+	return undo, err
+}
+
+func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 	name, err := fileName(key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r, err := d.openRoot(false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Close()
-	fi, err := r.Lstat(name)
+	fi, cur, err := d.current(r, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("remove %s: %w", relFile(name), err)
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	if !fi.Mode().IsRegular() {
 		d.logger().Warn("memory file is not a regular file; left in place", "path", relFile(name), "type", fi.Mode().Type().String())
-		return nil
-	}
-	cur, err := readRegular(r, name, fi)
-	if err != nil {
-		return fmt.Errorf("remove %s: %w", relFile(name), err)
+		return nil, nil
 	}
 	if last == nil || hash(cur) != last.Hash {
-		return d.edited("remove", key, cur)
+		return nil, d.edited("remove", key, cur)
 	}
-	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", relFile(name), err)
+	d.at("checked", key)
+	// Moved aside first, to see whether someone edited it since it was
+	// read: then it goes back.
+	if err := makeTempSub(r); err != nil {
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
-	return nil
+	aside := tempFor(name, asideSuffix)
+	if err := r.Rename(name, aside); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // removed by hand meanwhile
+	} else if err != nil {
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
+	}
+	d.at("aside", key)
+	if was, err := r.ReadFile(aside); err == nil && !bytes.Equal(was, cur) {
+		// Link, not rename: a file created meanwhile is not replaced.
+		if err := r.Link(aside, name); err != nil {
+			d.logger().Warn("memory file edited by hand as it was removed could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
+		} else {
+			r.Remove(aside)
+		}
+		return nil, d.edited("remove", key, was)
+	}
+	if err := r.Remove(aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
+	}
+	perm, mtime := fi.Mode().Perm(), fi.ModTime()
+	return func() { d.putBack(name, "", cur, perm, mtime) }, nil
+}
+
+// recheck returns what the store runs, under its write lock, to make sure
+// stem's file is still what a sync read: content hash, or no file at all
+// when hash is "". See memory.Recheck.
+func (d *Dir) recheck(stem, hash string) memory.Recheck {
+	return func() error {
+		d.at("recheck", stem)
+		if !d.holds(stem, hash) {
+			return memory.ErrStale
+		}
+		return nil
+	}
+}
+
+// holds reports whether stem's file has content hash, or is absent when
+// hash is "". A file it cannot read holds nothing it can vouch for.
+func (d *Dir) holds(stem, want string) bool {
+	r, err := d.openRoot(false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return want == ""
+	}
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	name := stem + ".md"
+	fi, err := r.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return want == ""
+	}
+	if err != nil || want == "" || !fi.Mode().IsRegular() {
+		return false
+	}
+	data, err := readRegular(r, name, fi)
+	return err == nil && hash(data) == want
 }

@@ -56,7 +56,10 @@ const exportEvery = time.Minute
 // deletes it as left over from a crash.
 const staleTemp = time.Hour
 
-var tempName = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.tmp$`)
+var (
+	tempName  = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.tmp$`)
+	asideName = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.aside$`)
+)
 
 // Sync brings the store in line with d's files for project p, the files
 // being canonical. It is called before every read and write.
@@ -291,6 +294,7 @@ func (s *syncer) run() error {
 		return err
 	}
 	s.dedupe()
+	s.d.at("read", "")
 	if err := s.imports(); err != nil {
 		return err
 	}
@@ -439,7 +443,7 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 			return nil
 		}
 		fs.ID, fs.FileID = old.ID, old.FileID
-		if err := s.st.Touched(s.ctx, s.p, fs, &old); errors.Is(err, memory.ErrStale) {
+		if err := s.st.Touched(s.ctx, s.p, fs, &old, s.d.recheck(stem, fs.Hash)); errors.Is(err, memory.ErrStale) {
 			s.retry = true
 		} else if err != nil {
 			return fmt.Errorf("sync %s: %w", relFile(name), err)
@@ -551,7 +555,7 @@ func (s *syncer) imports() error {
 		// even when the two are of different types.
 		if held := s.state[stem]; c.rec.ID != "" && held.ID != "" && held.ID != c.rec.ID && held.FileID != c.rec.ID && lastStem[c.rec.ID] != "" {
 			prev := s.state[stem]
-			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem, &prev); errors.Is(err, memory.ErrStale) {
+			if rec, ok, err := s.st.Forget(s.ctx, s.p, stem, &prev, s.d.recheck(stem, c.fs.Hash)); errors.Is(err, memory.ErrStale) {
 				s.retry = true
 				continue // the file at this stem was written meanwhile
 			} else if err != nil {
@@ -564,7 +568,7 @@ func (s *syncer) imports() error {
 		if movedFrom[stem] {
 			c.prev = nil // a record renamed away from it took its state
 		}
-		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs, c.prev)
+		out, err := s.st.Import(s.ctx, s.p, c.rec, c.fs, c.prev, s.d.recheck(stem, c.fs.Hash))
 		if err != nil {
 			if cerr := s.ctx.Err(); cerr != nil {
 				return cerr
@@ -612,7 +616,7 @@ func (s *syncer) forgets(r *os.Root) error {
 			continue
 		}
 		prev := s.state[stem]
-		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem, &prev)
+		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem, &prev, s.d.recheck(stem, ""))
 		if errors.Is(err, memory.ErrStale) {
 			s.retry = true // written again since the listing: the next sync reads it
 			continue
@@ -706,12 +710,34 @@ func (s *syncer) problem(name, stem string, at stamp, decode bool, reason string
 // sweepTemp deletes a temporary file Write left behind in a crash (in the
 // memories directory itself, where older versions wrote them).
 func (s *syncer) sweepTemp(r *os.Root, name string) {
-	if !tempName.MatchString(path.Base(name)) {
+	base := path.Base(name)
+	temp, aside := tempName.MatchString(base), asideName.MatchString(base)
+	if !temp && !aside {
 		return
 	}
-	if fi, err := r.Lstat(name); err == nil && fi.Mode().IsRegular() && s.now.Sub(fi.ModTime()) > staleTemp {
+	fi, err := r.Lstat(name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	written := fi.ModTime()
+	if aside {
+		written = lastChange(fi)
+	}
+	if s.now.Sub(written) > staleTemp {
 		r.Remove(name)
 	}
+}
+
+// lastChange is when fi's file last changed, in content or name: the later
+// of its mtime and its change time. A file Write or Remove holds aside
+// keeps its old mtime but was linked or moved there a moment ago, which
+// the change time says.
+func lastChange(fi fs.FileInfo) time.Time {
+	t := fi.ModTime()
+	if c := ctime(fi); c > t.UnixNano() {
+		t = time.Unix(0, c)
+	}
+	return t
 }
 
 // sweepTempSub sweeps the temporary directory. Its files are ignored by

@@ -273,9 +273,12 @@ func TestWriteLeavesUnchangedFilesAlone(t *testing.T) {
 
 	// The same write through the store, and straight through the Dir.
 	w.put(memory.Semantic, "fact", "A fact", "Body.", "a")
-	st, err := w.dir.Write(rec, nil)
+	st, undo, err := w.dir.Write(rec, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if undo != nil {
+		t.Error("a write that left the file alone has something to undo")
 	}
 	if diff := cmp.Diff(before, w.snapshot()); diff != "" {
 		t.Errorf("unchanged record rewrote its file (-before +after):\n%s", diff)
@@ -301,10 +304,10 @@ func TestWriteLeavesUnchangedFilesAlone(t *testing.T) {
 func TestWriteRefusesBadKeys(t *testing.T) {
 	w := newWS(t)
 	for _, key := range []string{"../escape", "a/b", `a\b`, "Upper", "", ".", "..", "-x", "a..b", "/etc/passwd"} {
-		if _, err := w.dir.Write(memory.Record{Type: memory.Semantic, Key: key, Body: "x"}, nil); err == nil {
+		if _, _, err := w.dir.Write(memory.Record{Type: memory.Semantic, Key: key, Body: "x"}, nil); err == nil {
 			t.Errorf("Write(%q) accepted", key)
 		}
-		if err := w.dir.Remove(key, nil); err == nil {
+		if _, err := w.dir.Remove(key, nil); err == nil {
 			t.Errorf("Remove(%q) accepted", key)
 		}
 	}
@@ -315,12 +318,12 @@ func TestWriteRefusesBadKeys(t *testing.T) {
 
 func TestRemove(t *testing.T) {
 	w := newWS(t)
-	if err := w.dir.Remove("missing", nil); err != nil {
+	if _, err := w.dir.Remove("missing", nil); err != nil {
 		t.Errorf("Remove with no directory: %v", err)
 	}
 	w.put(memory.Semantic, "fact", "", "Body.")
 	w.put(memory.Procedural, "how", "", "Steps.")
-	if err := w.dir.Remove("missing", nil); err != nil {
+	if _, err := w.dir.Remove("missing", nil); err != nil {
 		t.Errorf("Remove of a missing file: %v", err)
 	}
 	lvl := scope.Project
@@ -560,17 +563,40 @@ func TestTwoWorkspacesSameFiles(t *testing.T) {
 	}
 }
 
+// TestSweepsStaleTempFiles: a temporary file not written for an hour, or
+// a file held aside not moved for an hour (the change time says when it
+// was linked or moved there), is left over from a crash, and the sync that
+// comes two hours later sweeps it; younger ones, and other dotfiles, stay.
 func TestSweepsStaleTempFiles(t *testing.T) {
 	w := newWS(t)
 	w.put(memory.Semantic, "fact", "", "Body.")
 	stale, fresh, other := ".fact.md.0123456789ab.tmp", ".fact.md.ba9876543210.tmp", ".notes"
-	for _, name := range []string{stale, fresh, other} {
+	sub := func(name string) string { return tempSub + "/" + name }
+	aside := ".fact.md.0123456789ab.aside"
+	names := []string{stale, fresh, other, sub(stale), sub(fresh), sub(aside)}
+	for _, name := range names {
 		w.write(name, "x")
 	}
-	w.age(stale, 2*time.Hour)
-	w.age(other, 2*time.Hour)
-	w.sync()
-	if diff := cmp.Diff([]string{fresh, other, "fact.md"}, w.ls()); diff != "" {
+	later := time.Now().Add(2 * time.Hour)
+	for _, name := range []string{fresh, sub(fresh)} {
+		if err := os.Chtimes(w.path(name), later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := w.dir.openRoot(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	entries, err := list(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &syncer{ctx: w.ctx, st: w.st, p: w.p, d: w.dir, now: later, present: map[string]bool{}}
+	if err := s.scan(r, entries); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{fresh, other, tempSub + "/" + fresh, "fact.md"}, w.ls()); diff != "" {
 		t.Errorf("files (-want +got):\n%s", diff)
 	}
 }
