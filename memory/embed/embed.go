@@ -73,6 +73,11 @@ func New(cfg Config) (*Client, error) {
 	if c.http == nil {
 		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	// A redirect is never followed: it would carry the texts, and the key
+	// when the host looks alike, to an address the user did not name.
+	hc := *c.http
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &hc
 	return c, nil
 }
 
@@ -177,7 +182,7 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 		return nil, c.fail(resp.StatusCode, true, "read answer: %s", describeTransport(ctx, err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, c.statusError(resp.StatusCode, raw, inputs)
+		return nil, c.statusError(resp.StatusCode, resp.Header, raw, inputs)
 	}
 	if len(raw) > maxResponse {
 		return nil, c.fail(resp.StatusCode, false, "answer larger than %d MiB", maxResponse>>20)
@@ -204,6 +209,9 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 				return nil, c.fail(resp.StatusCode, false, "answer's vector %d is not finite", i)
 			}
 			v[j] = float32(x)
+			if math.IsInf(float64(v[j]), 0) { // finite in JSON, too large for float32
+				return nil, c.fail(resp.StatusCode, false, "answer's vector %d is not finite", i)
+			}
 		}
 		out[at] = v
 	}
@@ -230,12 +238,14 @@ func (c *Client) scrub(s string) string {
 // statusError describes an answer other than 200. What the server says is
 // kept only when it repeats no part of the inputs; a refusal of the inputs
 // is described by its status alone.
-func (c *Client) statusError(status int, raw []byte, inputs []string) *Error {
+func (c *Client) statusError(status int, header http.Header, raw []byte, inputs []string) *Error {
 	msg := serverMessage(raw)
 	if echoes(msg, inputs) {
 		msg = ""
 	}
 	switch {
+	case status >= 300 && status < 400:
+		return c.fail(status, false, "the endpoint redirects%s, and redirects are not followed; set PROMETHEUS_MEMORY_EMBEDDINGS_URL to the address it points to", redirectTarget(header))
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return c.fail(status, false, "the key was refused%s; set PROMETHEUS_MEMORY_EMBEDDINGS_KEY", said(msg))
 	case status == http.StatusNotFound:
@@ -295,6 +305,17 @@ func echoes(msg string, inputs []string) bool {
 		}
 	}
 	return false
+}
+
+// redirectTarget names where a redirect points, without credentials or
+// query, or "".
+func redirectTarget(h http.Header) string {
+	u, err := url.Parse(h.Get("Location"))
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return " to " + shown.String()
 }
 
 func said(msg string) string {

@@ -178,3 +178,54 @@ func TestWireFormat(t *testing.T) {
 		t.Fatalf("request %v, auth %q, type %q", got, auth, ctype)
 	}
 }
+
+// An endpoint that redirects elsewhere must not pass the texts, or the
+// key, on to a host the user did not name.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		var mu sync.Mutex
+		var got []string
+		elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			got = append(got, string(b)+r.Header.Get("Authorization"))
+			mu.Unlock()
+			io.WriteString(w, `{"data":[{"index":0,"embedding":[1,0]}]}`)
+		}))
+		t.Cleanup(elsewhere.Close)
+		origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			http.Redirect(w, r, elsewhere.URL+"/v1/embeddings", status)
+		}))
+		t.Cleanup(origin.Close)
+		c := newClient(t, embed.Config{URL: origin.URL + "/v1", Model: "m", Key: "sk-redirected-key"})
+		_, err := c.Embed(ctx, []string{"text of a record"})
+		if err == nil {
+			t.Errorf("HTTP %d: a redirect was followed without error", status)
+		} else if !strings.Contains(err.Error(), "redirect") {
+			t.Errorf("HTTP %d: the error %q does not say the endpoint redirects", status, err)
+		}
+		mu.Lock()
+		if len(got) > 0 {
+			t.Errorf("HTTP %d: the redirect's target received %q", status, got)
+		}
+		mu.Unlock()
+	}
+}
+
+// A number JSON holds but float32 cannot must not become an infinite
+// vector, which would make every similarity NaN.
+func TestVectorBeyondFloat32IsRefused(t *testing.T) {
+	for _, body := range []string{
+		`{"data":[{"index":0,"embedding":[1e39,0]}]}`,
+		`{"data":[{"index":0,"embedding":[0,-3.5e38]}]}`,
+	} {
+		c := newClient(t, embed.Config{URL: answer(t, 200, body), Model: "m"})
+		vs, err := c.Embed(ctx, []string{"x"})
+		if err == nil {
+			t.Errorf("%s: accepted as %v", body, vs)
+		} else if !strings.Contains(err.Error(), "not finite") {
+			t.Errorf("%s: error %q does not say the vector is not finite", body, err)
+		}
+	}
+}
