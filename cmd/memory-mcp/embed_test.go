@@ -530,3 +530,29 @@ func TestSlowEndpointAnswersByKeyword(t *testing.T) {
 		t.Fatal("the second search asked the slow endpoint again")
 	}
 }
+
+// Credentials written into the endpoint's URL, as user:password or in its
+// query, never show in what doctor prints, whether the endpoint answers
+// or not.
+func TestDoctorNeverShowsCredentialsOfTheURL(t *testing.T) {
+	up := standIn(t)
+	down, err := embedtest.Unstarted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Close)
+	for _, srv := range []*embedtest.Server{up, down} {
+		u := strings.Replace(srv.URL, "http://", "http://user-in-url:password-in-url@", 1) + "?api-key=key-in-query"
+		e := newEnv(t)
+		e.extra = append(e.extra, "PROMETHEUS_MEMORY_EMBEDDINGS_URL="+u, "PROMETHEUS_MEMORY_EMBEDDINGS_MODEL=toy")
+		out, _ := e.command("doctor").CombinedOutput()
+		if !strings.Contains(string(out), "embeddings") {
+			t.Fatalf("doctor says nothing of embeddings: %s", out)
+		}
+		for _, secret := range []string{"user-in-url", "password-in-url", "key-in-query"} {
+			if strings.Contains(string(out), secret) {
+				t.Errorf("doctor shows %q: %s", secret, out)
+			}
+		}
+	}
+}
