@@ -179,6 +179,11 @@ func embedSome(ctx context.Context, e Embedder, items []*pending) error {
 		return nil
 	}
 	it.text = cutText(it.text, max(minEmbedText, len(it.text)/2))
+	// A cut can end a long harmless token at exactly a secret's length.
+	if _, found := secrets.Scan(it.text); found {
+		it.skip = true
+		return nil
+	}
 	return embedSome(ctx, e, items)
 }
 

@@ -12,6 +12,7 @@ import (
 	"prom.codes/memory-mcp/memory/embed"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
 	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/secrets"
 )
 
 // standIn starts the loopback embeddings server and a client of it for
@@ -600,5 +601,31 @@ func TestNoteDims(t *testing.T) {
 	}
 	if st, _ := s.EmbedStatus(ctx, "m"); st.Vectors != 0 || st.Pending != 1 {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// A text the endpoint refuses is cut shorter, and the cut can turn a
+// harmless long token into one of a secret's exact shape: the shorter
+// text is scanned again before it is sent.
+func TestCutTextIsScannedAgain(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	srv.SetMaxInput(600)
+	// 42 characters after ghp_ is no GitHub token; its first 36 are.
+	token := "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5" + "hJ7kL9"
+	filler := strings.Repeat("word ", 80)                            // 400 bytes
+	body := filler + token + " " + strings.Repeat("word ", 90)[:436] // "k\n\n"+body is 886 bytes; its half ends 36 bytes into the token
+	if _, found := secrets.Scan(EmbedText(Record{Key: "k", Body: body})); found {
+		t.Fatal("the whole text already looks like a secret; the test proves nothing")
+	}
+	if cut := cutText(EmbedText(Record{Key: "k", Body: body}), 443); !strings.HasSuffix(cut, token[:40]) {
+		t.Fatalf("the cut ends in %q", cut[len(cut)-20:])
+	}
+	put(t, s, projA, sem("k", body))
+	embedAll(t, s, c)
+	for _, in := range srv.Inputs() {
+		if f, found := secrets.Scan(in); found {
+			t.Fatalf("the endpoint received a text matching rule %s", f.Rule)
+		}
 	}
 }
