@@ -80,6 +80,10 @@ type pending struct {
 	drop     bool // nothing to embed: leave the queue
 }
 
+// notEmbedded holds for a queue row q whose record has no vector of the
+// model given as its argument.
+const notEmbedded = `NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = ?)`
+
 // EmbedPending embeds up to n queued records with e and keeps their
 // vectors under model. Only what the store holds is sent, and each text is
 // scanned for secrets once more on its way out: one that matches is never
@@ -91,8 +95,12 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 	if n <= 0 {
 		n = 32
 	}
+	// A record queued with a vector of model already is another model's
+	// work (a server sharing the database with another model queued it):
+	// it stays queued for that server.
 	rows, err := s.db.QueryContext(ctx, `SELECT q.seq, q.rid, r.key, r.description, r.body, r.tags, r.expires_at
-		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < ? ORDER BY q.seq LIMIT ?`, maxTries, n)
+		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < ? AND `+notEmbedded+`
+		ORDER BY q.seq LIMIT ?`, maxTries, model, n)
 	if err != nil {
 		return res, fmt.Errorf("read embedding queue: %w", err)
 	}
@@ -308,6 +316,27 @@ func decodeVector(b []byte) []float32 {
 // queued yet (all of them, after a change of model), and gives records
 // refused before another chance. It returns how many records are queued.
 func (s *Store) QueueMissing(ctx context.Context, model string) (int, error) {
+	return s.queueMissing(ctx, model, true)
+}
+
+// QueueOthersEmbedded queues the records with a vector of another model
+// but none of model, as a server sharing the database with another model
+// leaves them: it embeds what is stored while it holds the queue, with its
+// model only. Records refused before keep their count of refusals. It
+// returns how many records are queued; with no other model's vectors in
+// the store it reads nothing and returns 0.
+func (s *Store) QueueOthersEmbedded(ctx context.Context, model string) (int, error) {
+	var others bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model <> ?)`, model).Scan(&others); err != nil {
+		return 0, fmt.Errorf("queue records to embed: %w", err)
+	}
+	if !others {
+		return 0, nil
+	}
+	return s.queueMissing(ctx, model, false)
+}
+
+func (s *Store) queueMissing(ctx context.Context, model string, retry bool) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT r.rowid FROM records r
@@ -315,10 +344,12 @@ func (s *Store) QueueMissing(ctx context.Context, model string) (int, error) {
 			AND NOT EXISTS (SELECT 1 FROM embed_queue q WHERE q.rid = r.rowid) ORDER BY r.rowid`, model); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE embed_queue SET tries = 0 WHERE tries > 0`); err != nil {
-			return err
+		if retry {
+			if _, err := tx.ExecContext(ctx, `UPDATE embed_queue SET tries = 0 WHERE tries > 0`); err != nil {
+				return err
+			}
 		}
-		return tx.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue`).Scan(&n)
+		return tx.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE `+notEmbedded, model).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("queue records to embed: %w", err)
@@ -389,11 +420,11 @@ func (s *Store) PruneVectors(ctx context.Context, keep string) (int64, error) {
 	return n, nil
 }
 
-// EmbedQueued counts the records waiting to be embedded, leaving out
-// those the endpoint refused.
-func (s *Store) EmbedQueued(ctx context.Context) (int, error) {
+// EmbedQueued counts the records waiting to be embedded with model,
+// leaving out those the endpoint refused.
+func (s *Store) EmbedQueued(ctx context.Context, model string) (int, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue WHERE tries < ?`, maxTries).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE tries < ? AND `+notEmbedded, maxTries, model).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}
 	return n, nil
@@ -428,13 +459,15 @@ func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
 	})
 }
 
-// EmbedWaiting counts the records p sees that wait to be embedded,
-// leaving out those the endpoint refused. Records p cannot see are not
-// counted: on a team server their number is not the caller's business.
-func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity) (int, error) {
+// EmbedWaiting counts the records p sees that wait to be embedded with
+// model, leaving out those the endpoint refused. Records p cannot see
+// are not counted: on a team server their number is not the caller's
+// business.
+func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q JOIN records r ON r.rowid = q.rid
-		WHERE q.tries < @tries AND `+visible, s.args(p, sql.Named("tries", maxTries))...).Scan(&n)
+		WHERE q.tries < @tries AND NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = @model)
+		AND `+visible, s.args(p, sql.Named("tries", maxTries), sql.Named("model", model))...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}

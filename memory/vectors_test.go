@@ -575,11 +575,11 @@ func TestEmbedWaitingCountsOnlyWhatTheCallerSees(t *testing.T) {
 	put(t, s, projB, sem("theirs", "y"))
 	put(t, s, projB, Write{Scope: scope.System, Type: Semantic, Key: "shared", Body: "z"})
 	for p, want := range map[*Project]int{&projA: 2, &projB: 2} {
-		if n, err := s.EmbedWaiting(ctx, p.ID); err != nil || n != want {
+		if n, err := s.EmbedWaiting(ctx, p.ID, "m"); err != nil || n != want {
 			t.Errorf("%s: %d waiting, %v; want %d", p.ID, n, err, want)
 		}
 	}
-	if n, _ := s.EmbedQueued(ctx); n != 3 {
+	if n, _ := s.EmbedQueued(ctx, "m"); n != 3 {
 		t.Errorf("queued %d, want 3", n)
 	}
 }
@@ -627,5 +627,70 @@ func TestCutTextIsScannedAgain(t *testing.T) {
 		if f, found := secrets.Scan(in); found {
 			t.Fatalf("the endpoint received a text matching rule %s", f.Rule)
 		}
+	}
+}
+
+// Two servers with two models share one database, as when the model is
+// changed while an older server still runs: whichever holds the queue
+// must not take the other's work off it, nor embed again what it has.
+func TestTwoModelsShareTheQueue(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, a := standIn(t, "toy-a")
+	b := client(t, srv, "toy-b")
+	put(t, s, projA, sem("shipping", "ship the release"))
+	put(t, s, projA, sem("pets", "a kitten"))
+	embedAll(t, s, a)
+	if n, err := s.QueueMissing(ctx, "toy-b"); err != nil || n != 2 {
+		t.Fatalf("queue for model b: %d, %v", n, err)
+	}
+	// Server a holds the queue and works through it first.
+	if r := embedAll(t, s, a); r.Embedded != 0 {
+		t.Fatalf("model a embedded %+v again", r)
+	}
+	if n := srv.Models()["toy-a"]; n != 2 {
+		t.Fatalf("model a embedded %d texts, want its 2", n)
+	}
+	if n, _ := s.EmbedQueued(ctx, "toy-a"); n != 0 {
+		t.Fatalf("model a sees %d waiting", n)
+	}
+	if n, _ := s.EmbedWaiting(ctx, projA.ID, "toy-a"); n != 0 {
+		t.Fatalf("a search with model a is told %d wait", n)
+	}
+	if n, _ := s.EmbedQueued(ctx, "toy-b"); n != 2 {
+		t.Fatalf("model b sees %d waiting, want 2", n)
+	}
+	if r := embedAll(t, s, b); r.Embedded != 2 {
+		t.Fatalf("model b embedded %+v", r)
+	}
+	// A record stored now is embedded by a, which holds the queue; b
+	// finds it missing when it looks again.
+	put(t, s, projA, sem("deploying", "deploy to production"))
+	if r := embedAll(t, s, a); r.Embedded != 1 {
+		t.Fatalf("model a embedded %+v", r)
+	}
+	if n, err := s.QueueOthersEmbedded(ctx, "toy-b"); err != nil || n != 1 {
+		t.Fatalf("queue for model b again: %d, %v", n, err)
+	}
+	if r := embedAll(t, s, b); r.Embedded != 1 {
+		t.Fatalf("model b embedded %+v", r)
+	}
+	if hits := semantic(t, s, b, projA.ID, "release", SearchOptions{}); len(hits) != 2 {
+		t.Fatalf("model b: %v", hitKeys(hits))
+	}
+}
+
+func TestQueueOthersEmbeddedWithOneModel(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	put(t, s, projA, sem("fine", "ship"))
+	embedAll(t, s, c)
+	srv.SetMaxInput(10)
+	put(t, s, projA, sem("longer", strings.Repeat("puppy ", 100)))
+	embedAll(t, s, c) // refused maxTries times
+	if n, err := s.QueueOthersEmbedded(ctx, "toy"); err != nil || n != 0 {
+		t.Fatalf("one model: queued %d, %v", n, err)
+	}
+	if st, _ := s.EmbedStatus(ctx, "toy"); st.Refused != 1 {
+		t.Fatalf("a refused record was given another chance: %+v", st)
 	}
 }
