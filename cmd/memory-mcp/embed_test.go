@@ -556,3 +556,25 @@ func TestDoctorNeverShowsCredentialsOfTheURL(t *testing.T) {
 		}
 	}
 }
+
+// A keyword search, by the tool, by woven recall asked for keywords, or
+// by the command line, never sends its query to the endpoint.
+func TestKeywordModeSendsNothing(t *testing.T) {
+	srv := standIn(t)
+	e := withEmbeddings(newEnv(t), srv, "toy")
+	cs, _ := connectLogged(t, e)
+	const word = "quokkazanzibar"
+	writeFact(t, cs, "shipping-howto", "To ship a release, tag it and run the pipeline.", 0.5)
+	r := searchFor(t, cs, map[string]any{"query": "ship " + word, "mode": "keyword"})
+	if r.Mode != "keyword" || len(r.Results) != 1 {
+		t.Fatalf("keyword search: %+v", r)
+	}
+	if out, err := e.command("search", "--mode", "keyword", word+" release").CombinedOutput(); err != nil {
+		t.Fatalf("search --mode keyword: %v: %s", err, out)
+	}
+	for _, in := range srv.Inputs() {
+		if strings.Contains(in, word) {
+			t.Fatalf("a keyword query reached the endpoint: %q", in)
+		}
+	}
+}
