@@ -153,13 +153,17 @@ const rrfK = 60
 // the sum of 1/(60 + its rank) in each ranking, scaled so that first in
 // every ranking that found anything is 1. An exact keyword hit, a record
 // holding every searchable word of the query, ranks above every record
-// that is not one, and scores at least as high. opts.MinScore applies to
+// that is not one, and scores at least as high; exact hits are looked for
+// among the best 100 keyword matches. opts.MinScore applies to
 // the fused score. Errors: those of Search, but a query with no
 // searchable word is searched by meaning alone.
 func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
 	limit := searchLimit(opts.Limit)
 	deep := opts
-	deep.Limit, deep.MinScore, deep.Bodies = min(100, max(3*limit, 30)), 0, true
+	// The keyword ranking is read as deep as it goes: BM25 can put a long
+	// record holding every word below dozens of short ones repeating one
+	// of them, and an exact hit it leaves out cannot be put first.
+	deep.Limit, deep.MinScore, deep.Bodies = 100, 0, true
 	kw, err := s.Search(ctx, p, deep)
 	if err != nil && !errors.Is(err, ErrInvalidArgument) {
 		return nil, err

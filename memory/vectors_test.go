@@ -694,3 +694,24 @@ func TestQueueOthersEmbeddedWithOneModel(t *testing.T) {
 		t.Fatalf("a refused record was given another chance: %+v", st)
 	}
 }
+
+// An exact keyword hit that the keyword ranking puts deep (a long record
+// holding each word once, among many short ones repeating one of them)
+// still comes before every fuzzy neighbour in hybrid search.
+func TestHybridFindsDeepExactHits(t *testing.T) {
+	s, _ := mustOpen(t)
+	_, c := standIn(t, "toy")
+	for i := range 40 {
+		put(t, s, projA, sem(fmt.Sprintf("pg-%d", i), "postgres postgres postgres tuning"))
+		put(t, s, projA, sem(fmt.Sprintf("bk-%d", i), "backup backup backup schedule"))
+	}
+	filler := strings.Repeat("the quarterly planning notes mention many unrelated things ", 60)
+	put(t, s, projA, sem("exact", filler+" postgres "+filler+" backup "+filler))
+	embedAll(t, s, c)
+	for _, limit := range []int{1, 5, 10} {
+		hits := hybrid(t, s, c, projA.ID, "postgres backup", SearchOptions{Limit: limit})
+		if len(hits) == 0 || hits[0].Record.Key != "exact" {
+			t.Errorf("limit %d: %v, want the exact hit first", limit, hitKeys(hits))
+		}
+	}
+}
