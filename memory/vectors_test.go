@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -713,5 +714,54 @@ func TestHybridFindsDeepExactHits(t *testing.T) {
 		if len(hits) == 0 || hits[0].Record.Key != "exact" {
 			t.Errorf("limit %d: %v, want the exact hit first", limit, hitKeys(hits))
 		}
+	}
+}
+
+// A server keeps its vectors in memory; a restore by another process
+// under it must not leave it ranking the restored records by the vectors
+// of the records they replaced.
+func TestRestoreSeenByTheVectorIndex(t *testing.T) {
+	dir := t.TempDir()
+	_, c := standIn(t, "toy")
+	other, err := Open(ctx, filepath.Join(dir, "other.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for i := range 6 {
+		put(t, other, projA, sem(fmt.Sprintf("pets-%d", i), "the kitten sleeps on the sofa"))
+	}
+	embedAll(t, other, c)
+	backup := filepath.Join(dir, "backup.db")
+	if err := other.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(dir, "memory.db")
+	server, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	put(t, server, projA, sem("shipping", "ship the release"))
+	put(t, server, projA, sem("deploying", "deploy to production"))
+	embedAll(t, server, c)
+	if hits := semantic(t, server, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 2 {
+		t.Fatalf("before the restore: %v", hitKeys(hits))
+	}
+
+	admin, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if hits := semantic(t, server, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+		t.Errorf("after the restore, deploy finds %v by the vectors of records gone", hitKeys(hits))
+	}
+	if hits := semantic(t, server, c, projA.ID, "feline", SearchOptions{}); len(hits) != 6 {
+		t.Errorf("after the restore, feline finds %v, want the 6 restored", hitKeys(hits))
 	}
 }
