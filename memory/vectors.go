@@ -125,7 +125,7 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 			continue
 		}
 		it.text = EmbedText(r)
-		if _, found := secrets.Scan(it.text); found {
+		if leaks(r, it.text) {
 			it.drop, it.skip = true, true
 			continue
 		}
@@ -148,6 +148,18 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 		return res, err
 	}
 	return res, callErr
+}
+
+// leaks reports whether r's text to embed, or its fields as stored (the
+// text spells the key's separators as spaces, which can break a token
+// apart), look like they hold a secret.
+func leaks(r Record, text string) bool {
+	for _, f := range append([]string{text, r.Key, r.Description, r.Body}, r.Tags...) {
+		if _, found := secrets.Scan(f); found {
+			return true
+		}
+	}
+	return false
 }
 
 // embedSome fills in the vectors of items. Texts the endpoint refuses are

@@ -765,3 +765,25 @@ func TestRestoreSeenByTheVectorIndex(t *testing.T) {
 		t.Errorf("after the restore, feline finds %v, want the 6 restored", hitKeys(hits))
 	}
 }
+
+// The key is sent as words ("deploy-notes" as "deploy notes"), which
+// breaks a token like ghp_… apart: the key is scanned as stored too.
+func TestSecretInKeyNeverSent(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	const token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"
+	if _, found := secrets.Scan(token); !found {
+		t.Fatal("the token is not a secret to the scanner; the test proves nothing")
+	}
+	// A row that never went through Put, as an older build stored it.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at)
+		VALUES ('raw', ?, 0, 'semantic', ?, 'notes', 0, 0)`, string(projA.ID), token); err != nil {
+		t.Fatal(err)
+	}
+	embedAll(t, s, c)
+	for _, in := range srv.Inputs() {
+		if strings.Contains(in, token[4:16]) {
+			t.Fatalf("the endpoint received the key's secret: %q", in)
+		}
+	}
+}
