@@ -91,7 +91,9 @@ func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts Searc
 			}
 			hits = append(hits, h)
 		}
-		if len(hits) >= limit || len(near) < k {
+		// Neighbours come nearest first: past one below min_score, no
+		// further one can pass.
+		if len(hits) >= limit || len(near) < k || len(near) > 0 && float64(near[len(near)-1].Sim) < opts.MinScore {
 			break
 		}
 	}
