@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,10 @@ import (
 // An error whose chain holds a value with a method Rejected() bool that
 // returns true says the endpoint refused the texts themselves (too long
 // for the model, say): EmbedPending then tries fewer and shorter texts.
-// Any other error means the endpoint cannot be used now.
+// One with a method InputFailure() bool that returns true says the
+// endpoint answered but failed, which one text can cause: EmbedPending
+// then tries the texts one by one. Any other error means the endpoint
+// cannot be used now.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
@@ -74,6 +78,7 @@ func cutText(s string, n int) string {
 
 type pending struct {
 	seq, rid int64
+	tries    int // refusals so far
 	text     string
 	vec      []float32
 	skip     bool // refused by the endpoint: count a try
@@ -98,7 +103,7 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 	// A record queued with a vector of model already is another model's
 	// work (a server sharing the database with another model queued it):
 	// it stays queued for that server.
-	rows, err := s.db.QueryContext(ctx, `SELECT q.seq, q.rid, r.key, r.description, r.body, r.tags, r.expires_at
+	rows, err := s.db.QueryContext(ctx, `SELECT q.seq, q.rid, q.tries, r.key, r.description, r.body, r.tags, r.expires_at
 		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < ? AND `+notEmbedded+`
 		ORDER BY q.seq LIMIT ?`, maxTries, model, n)
 	if err != nil {
@@ -110,7 +115,7 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 		var it pending
 		var key, desc, body, tags sql.NullString
 		var exp sql.NullInt64
-		if err := rows.Scan(&it.seq, &it.rid, &key, &desc, &body, &tags, &exp); err != nil {
+		if err := rows.Scan(&it.seq, &it.rid, &it.tries, &key, &desc, &body, &tags, &exp); err != nil {
 			rows.Close()
 			return res, fmt.Errorf("read embedding queue: %w", err)
 		}
@@ -144,6 +149,14 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 		}
 	}
 	callErr := embedSome(ctx, e, send)
+	if callErr != nil && inputFailure(callErr) {
+		if len(send) > 1 {
+			callErr = embedAlone(ctx, e, send)
+		} else if send[0].tries > 0 {
+			// It failed alone before, while others did not.
+			send[0].skip, callErr = true, nil
+		}
+	}
 	if err := s.keepVectors(ctx, model, items, &res); err != nil {
 		return res, err
 	}
@@ -205,6 +218,44 @@ func embedSome(ctx context.Context, e Embedder, items []*pending) error {
 		return nil
 	}
 	return embedSome(ctx, e, items)
+}
+
+// embedAlone embeds the items still without a vector one by one, after a
+// request holding them failed in a way one text can cause. When some
+// succeed, those that fail alone are marked skip (refused); when none
+// does, the endpoint is failing whatever it is sent, and its first error
+// is returned.
+func embedAlone(ctx context.Context, e Embedder, items []*pending) error {
+	var failed []*pending
+	var first error
+	for _, it := range items {
+		if it.vec != nil || it.skip {
+			continue
+		}
+		err := embedSome(ctx, e, []*pending{it})
+		if err == nil {
+			continue
+		}
+		if !inputFailure(err) {
+			return err
+		}
+		failed = append(failed, it)
+		if first == nil {
+			first = err
+		}
+	}
+	if slices.IndexFunc(items, func(it *pending) bool { return it.vec != nil }) < 0 && len(failed) > 0 {
+		return first
+	}
+	for _, it := range failed {
+		it.skip = true
+	}
+	return nil
+}
+
+func inputFailure(err error) bool {
+	var r interface{ InputFailure() bool }
+	return errors.As(err, &r) && r.InputFailure()
 }
 
 func rejected(err error) bool {

@@ -2,11 +2,15 @@ package memory
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -785,5 +789,85 @@ func TestSecretInKeyNeverSent(t *testing.T) {
 		if strings.Contains(in, token[4:16]) {
 			t.Fatalf("the endpoint received the key's secret: %q", in)
 		}
+	}
+}
+
+// poisonServer embeds like the stand-in, but fails (HTTP 500) on any
+// request holding an input with "poison" in it, as a model server that
+// crashes on one text does.
+func poisonServer(t *testing.T) (*embed.Client, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var req struct {
+			Model string   `json:"model"`
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var out struct {
+			Data []item `json:"data"`
+		}
+		for i, in := range req.Input {
+			if strings.Contains(in, "poison") {
+				http.Error(w, `{"error":"the model crashed"}`, http.StatusInternalServerError)
+				return
+			}
+			out.Data = append(out.Data, item{i, embedtest.Embed(req.Model, in)})
+		}
+		json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := embed.New(embed.Config{URL: srv.URL + "/v1", Model: "toy", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &calls
+}
+
+// One record whose text the endpoint fails on must not keep every record
+// queued after it from being embedded.
+func TestPoisonRecordDoesNotBlockTheQueue(t *testing.T) {
+	s, _ := mustOpen(t)
+	c, calls := poisonServer(t)
+	put(t, s, projA, sem("first", "ship the release"))
+	put(t, s, projA, sem("bad", "a poison text"))
+	put(t, s, projA, sem("third", "a kitten"))
+	put(t, s, projA, sem("fourth", "deploy to production"))
+	for range 10 {
+		r, _ := s.EmbedPending(ctx, "toy", c, 16)
+		if r == (EmbedResult{}) {
+			break
+		}
+	}
+	st, err := s.EmbedStatus(ctx, "toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Vectors != 3 {
+		t.Fatalf("%+v: want the 3 other records embedded", st)
+	}
+	if st.Refused != 1 || st.Pending != 0 {
+		t.Fatalf("%+v: want the poison record refused", st)
+	}
+	// An endpoint failing on everything is down, not refusing each text.
+	before := calls.Load()
+	put(t, s, projA, sem("fifth", "poison one"))
+	put(t, s, projA, sem("sixth", "poison two"))
+	if _, err := s.EmbedPending(ctx, "toy", c, 16); err == nil {
+		t.Fatal("an endpoint failing on every text gave no error")
+	}
+	if st, _ := s.EmbedStatus(ctx, "toy"); st.Refused != 1 {
+		t.Fatalf("%+v: records counted as refused while every text failed", st)
+	}
+	if n := calls.Load() - before; n > 3 {
+		t.Fatalf("%d requests for 2 records", n)
 	}
 }

@@ -115,6 +115,13 @@ func (e *Error) Rejected() bool {
 	return e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusUnprocessableEntity
 }
 
+// InputFailure reports whether the server answered, but with a failure of
+// its own (HTTP 500) or an answer that is not usable vectors: one input
+// of the request may cause it, and the others sent alone may succeed.
+func (e *Error) InputFailure() bool {
+	return e.Status == http.StatusInternalServerError || e.Status == http.StatusOK
+}
+
 // Embed returns one vector per input, in the inputs' order, sending at most
 // Config.Batch inputs per request. Every vector has the same length.
 // Errors: *Error.
