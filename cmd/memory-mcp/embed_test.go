@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -575,6 +578,38 @@ func TestKeywordModeSendsNothing(t *testing.T) {
 	for _, in := range srv.Inputs() {
 		if strings.Contains(in, word) {
 			t.Fatalf("a keyword query reached the endpoint: %q", in)
+		}
+	}
+}
+
+// An endpoint that answers with vectors of no direction (all zeros) is
+// not usable: searches answer by keyword and say why, never an error.
+func TestZeroVectorsAnswerByKeyword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Input []string `json:"input"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		var b strings.Builder
+		b.WriteString(`{"data":[`)
+		for i := range req.Input {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"index":%d,"embedding":[0,0,0,0]}`, i)
+		}
+		b.WriteString("]}")
+		w.Write([]byte(b.String()))
+	}))
+	t.Cleanup(srv.Close)
+	e := newEnv(t)
+	e.extra = append(e.extra, "PROMETHEUS_MEMORY_EMBEDDINGS_URL="+srv.URL+"/v1", "PROMETHEUS_MEMORY_EMBEDDINGS_MODEL=zeros")
+	cs, _ := connectLogged(t, e)
+	writeFact(t, cs, "shipping-howto", "To ship a release, tag it and run the pipeline.", 0.5)
+	for _, mode := range []string{"semantic", "hybrid"} {
+		r := searchFor(t, cs, map[string]any{"query": "ship release", "mode": mode})
+		if r.Mode != "keyword" || !strings.Contains(r.Note, "all zeros") || len(r.Results) != 1 {
+			t.Errorf("%s: %+v", mode, r)
 		}
 	}
 }

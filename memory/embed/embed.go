@@ -211,6 +211,7 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 			return nil, c.fail(resp.StatusCode, false, "answer's vector %d has %d dimensions (want 1 to %d)", i, len(d.Embedding), MaxDims)
 		}
 		v := make([]float32, len(d.Embedding))
+		zero := true
 		for j, x := range d.Embedding {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return nil, c.fail(resp.StatusCode, false, "answer's vector %d is not finite", i)
@@ -219,6 +220,10 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 			if math.IsInf(float64(v[j]), 0) { // finite in JSON, too large for float32
 				return nil, c.fail(resp.StatusCode, false, "answer's vector %d is not finite", i)
 			}
+			zero = zero && v[j] == 0
+		}
+		if zero { // no direction: similar to nothing, a query finds nothing
+			return nil, c.fail(resp.StatusCode, false, "answer's vector %d is all zeros", i)
 		}
 		out[at] = v
 	}

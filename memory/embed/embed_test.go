@@ -110,6 +110,7 @@ func TestErrorsNeverHoldInputsOrKey(t *testing.T) {
 		{"empty vector", answer(t, 200, `{"data":[{"index":0,"embedding":[]}]}`), "0 dimensions", false, false},
 		{"huge vector", answer(t, 200, `{"data":[{"index":0,"embedding":[`+strings.Repeat("0,", embed.MaxDims)+`0]}]}`), "16385 dimensions", false, false},
 		{"not finite", answer(t, 200, `{"data":[{"index":0,"embedding":[1e999]}]}`), "not an embeddings response", false, false},
+		{"zero vector", answer(t, 200, `{"data":[{"index":0,"embedding":[0,1e-60,0]}]}`), "all zeros", false, false},
 		{"down", "http://127.0.0.1:1/v1", "cannot connect", true, false},
 	}
 	for _, tc := range cases {
