@@ -170,7 +170,9 @@ func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchO
 	if err != nil && !errors.Is(err, ErrInvalidArgument) {
 		return nil, err
 	}
-	sem, err := s.SemanticSearch(ctx, p, deep, model, query)
+	near := deep
+	near.Limit = min(100, max(3*limit, 30))
+	sem, err := s.SemanticSearch(ctx, p, near, model, query)
 	if err != nil {
 		return nil, err
 	}
