@@ -176,7 +176,14 @@ func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchO
 	if err != nil {
 		return nil, err
 	}
-	return fuse(kw, sem, Terms(opts.Query), limit, opts.MinScore, opts.Bodies), nil
+	terms, words := analyzeQuery(opts.Query)
+	var want []string // the query words a keyword hit's Why must hold to be exact
+	for _, t := range terms {
+		if !slices.Contains(want, words[t]) {
+			want = append(want, words[t])
+		}
+	}
+	return fuse(kw, sem, Terms(opts.Query), want, limit, opts.MinScore, opts.Bodies), nil
 }
 
 // fused is one record in a fusion.
@@ -188,8 +195,10 @@ type fused struct {
 }
 
 // fuse merges a keyword ranking and a similarity ranking (each best
-// first, with bodies) as HybridSearch describes.
-func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies bool) []Hit {
+// first, with bodies) as HybridSearch describes. A keyword hit whose Why
+// lacks one of want (query words) holds some words only, and its text is
+// not analysed again; nil want reads every text.
+func fuse(kw, sem []Hit, terms, want []string, limit int, minScore float64, bodies bool) []Hit {
 	byID := map[string]*fused{}
 	var all []*fused
 	get := func(h Hit) *fused {
@@ -215,7 +224,7 @@ func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies boo
 		f := get(h)
 		f.score += 1 / float64(rrfK+i+1)
 		f.kwRank = i + 1
-		f.exact = holdsAll(h.Record, terms)
+		f.exact = (want == nil || containsAll(h.Why.Terms, want)) && holdsAll(h.Record, terms)
 	}
 	for i, h := range sem {
 		f := get(h)
@@ -270,6 +279,15 @@ func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies boo
 		out = append(out, h)
 	}
 	return out
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // holdsAll reports whether r holds every one of terms (analyzed query

@@ -539,7 +539,7 @@ func TestFuseProperties(t *testing.T) {
 		}
 		kw, sem := pick(), pick()
 		limit, minScore := 1+r.Intn(20), r.Float64()*0.6
-		out := fuse(kw, sem, terms, limit, minScore, false)
+		out := fuse(kw, sem, terms, nil, limit, minScore, false)
 		if len(out) > limit {
 			t.Fatalf("round %d: %d hits over the limit %d", round, len(out), limit)
 		}
