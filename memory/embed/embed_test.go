@@ -230,3 +230,23 @@ func TestVectorBeyondFloat32IsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Credentials in the URL, as user:password or in the query, are sent
+// but never shown: not by Endpoint, not in an error.
+func TestURLCredentialsNeverShown(t *testing.T) {
+	for _, base := range []string{answer(t, 500, `{"error":"down for maintenance"}`), "http://127.0.0.1:1/v1"} {
+		u := strings.Replace(base, "http://", "http://url-user:url-password@", 1) + "?api-key=url-query-key"
+		c := newClient(t, embed.Config{URL: u, Model: "m", Timeout: 5 * time.Second})
+		_, err := c.Embed(ctx, []string{"x"})
+		if err == nil {
+			t.Fatal("no error")
+		}
+		for _, s := range []string{c.Endpoint(), err.Error()} {
+			for _, secret := range []string{"url-user", "url-password", "url-query-key"} {
+				if strings.Contains(s, secret) {
+					t.Errorf("%q shows %s", s, secret)
+				}
+			}
+		}
+	}
+}
