@@ -197,6 +197,7 @@ type marks struct {
 	stems      map[[2]string]bool
 	seq        int64                  // the highest search change
 	searched   map[changeKey]struct{} // every record the search index may hold
+	vectors    vectorMarks
 }
 
 // changeKey names a record as the search index's change sequence does.
@@ -224,6 +225,9 @@ func (s *Store) changeMarks(ctx context.Context) (marks, error) {
 	}
 	crows.Close()
 	if err := crows.Err(); err != nil {
+		return m, err
+	}
+	if m.vectors, err = readVectorMarks(ctx, s.db); err != nil {
 		return m, err
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT coalesce((SELECT n FROM generation WHERE id = 1), 0), coalesce((SELECT max(version) FROM mirror_versions), 0)`).Scan(&m.generation, &m.version); err != nil {
@@ -261,6 +265,9 @@ func (s *Store) markRestored(ctx context.Context, before marks) error {
 			}
 		}
 		if err := restampChanges(ctx, tx, before); err != nil {
+			return err
+		}
+		if err := restampVectorChanges(ctx, tx, before.vectors); err != nil {
 			return err
 		}
 		for k := range before.stems {

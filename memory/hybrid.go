@@ -91,7 +91,9 @@ func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts Searc
 			}
 			hits = append(hits, h)
 		}
-		if len(hits) >= limit || len(near) < k {
+		// Neighbours come nearest first: past one below min_score, no
+		// further one can pass.
+		if len(hits) >= limit || len(near) < k || len(near) > 0 && float64(near[len(near)-1].Sim) < opts.MinScore {
 			break
 		}
 	}
@@ -153,22 +155,35 @@ const rrfK = 60
 // the sum of 1/(60 + its rank) in each ranking, scaled so that first in
 // every ranking that found anything is 1. An exact keyword hit, a record
 // holding every searchable word of the query, ranks above every record
-// that is not one, and scores at least as high. opts.MinScore applies to
+// that is not one, and scores at least as high; exact hits are looked for
+// among the best 100 keyword matches. opts.MinScore applies to
 // the fused score. Errors: those of Search, but a query with no
 // searchable word is searched by meaning alone.
 func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
 	limit := searchLimit(opts.Limit)
 	deep := opts
-	deep.Limit, deep.MinScore, deep.Bodies = min(100, max(3*limit, 30)), 0, true
+	// The keyword ranking is read as deep as it goes: BM25 can put a long
+	// record holding every word below dozens of short ones repeating one
+	// of them, and an exact hit it leaves out cannot be put first.
+	deep.Limit, deep.MinScore, deep.Bodies = 100, 0, true
 	kw, err := s.Search(ctx, p, deep)
 	if err != nil && !errors.Is(err, ErrInvalidArgument) {
 		return nil, err
 	}
-	sem, err := s.SemanticSearch(ctx, p, deep, model, query)
+	near := deep
+	near.Limit = min(100, max(3*limit, 30))
+	sem, err := s.SemanticSearch(ctx, p, near, model, query)
 	if err != nil {
 		return nil, err
 	}
-	return fuse(kw, sem, Terms(opts.Query), limit, opts.MinScore, opts.Bodies), nil
+	terms, words := analyzeQuery(opts.Query)
+	var want []string // the query words a keyword hit's Why must hold to be exact
+	for _, t := range terms {
+		if !slices.Contains(want, words[t]) {
+			want = append(want, words[t])
+		}
+	}
+	return fuse(kw, sem, Terms(opts.Query), want, limit, opts.MinScore, opts.Bodies), nil
 }
 
 // fused is one record in a fusion.
@@ -180,8 +195,10 @@ type fused struct {
 }
 
 // fuse merges a keyword ranking and a similarity ranking (each best
-// first, with bodies) as HybridSearch describes.
-func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies bool) []Hit {
+// first, with bodies) as HybridSearch describes. A keyword hit whose Why
+// lacks one of want (query words) holds some words only, and its text is
+// not analysed again; nil want reads every text.
+func fuse(kw, sem []Hit, terms, want []string, limit int, minScore float64, bodies bool) []Hit {
 	byID := map[string]*fused{}
 	var all []*fused
 	get := func(h Hit) *fused {
@@ -207,7 +224,7 @@ func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies boo
 		f := get(h)
 		f.score += 1 / float64(rrfK+i+1)
 		f.kwRank = i + 1
-		f.exact = holdsAll(h.Record, terms)
+		f.exact = (want == nil || containsAll(h.Why.Terms, want)) && holdsAll(h.Record, terms)
 	}
 	for i, h := range sem {
 		f := get(h)
@@ -262,6 +279,15 @@ func fuse(kw, sem []Hit, terms []string, limit int, minScore float64, bodies boo
 		out = append(out, h)
 	}
 	return out
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // holdsAll reports whether r holds every one of terms (analyzed query

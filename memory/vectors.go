@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +22,10 @@ import (
 // An error whose chain holds a value with a method Rejected() bool that
 // returns true says the endpoint refused the texts themselves (too long
 // for the model, say): EmbedPending then tries fewer and shorter texts.
-// Any other error means the endpoint cannot be used now.
+// One with a method InputFailure() bool that returns true says the
+// endpoint answered but failed, which one text can cause: EmbedPending
+// then tries the texts one by one. Any other error means the endpoint
+// cannot be used now.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
@@ -74,11 +78,16 @@ func cutText(s string, n int) string {
 
 type pending struct {
 	seq, rid int64
+	tries    int // refusals so far
 	text     string
 	vec      []float32
 	skip     bool // refused by the endpoint: count a try
 	drop     bool // nothing to embed: leave the queue
 }
+
+// notEmbedded holds for a queue row q whose record has no vector of the
+// model given as its argument.
+const notEmbedded = `NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = ?)`
 
 // EmbedPending embeds up to n queued records with e and keeps their
 // vectors under model. Only what the store holds is sent, and each text is
@@ -91,8 +100,12 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 	if n <= 0 {
 		n = 32
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT q.seq, q.rid, r.key, r.description, r.body, r.tags, r.expires_at
-		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < ? ORDER BY q.seq LIMIT ?`, maxTries, n)
+	// A record queued with a vector of model already is another model's
+	// work (a server sharing the database with another model queued it):
+	// it stays queued for that server.
+	rows, err := s.db.QueryContext(ctx, `SELECT q.seq, q.rid, q.tries, r.key, r.description, r.body, r.tags, r.expires_at
+		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < ? AND `+notEmbedded+`
+		ORDER BY q.seq LIMIT ?`, maxTries, model, n)
 	if err != nil {
 		return res, fmt.Errorf("read embedding queue: %w", err)
 	}
@@ -102,7 +115,7 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 		var it pending
 		var key, desc, body, tags sql.NullString
 		var exp sql.NullInt64
-		if err := rows.Scan(&it.seq, &it.rid, &key, &desc, &body, &tags, &exp); err != nil {
+		if err := rows.Scan(&it.seq, &it.rid, &it.tries, &key, &desc, &body, &tags, &exp); err != nil {
 			rows.Close()
 			return res, fmt.Errorf("read embedding queue: %w", err)
 		}
@@ -117,7 +130,7 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 			continue
 		}
 		it.text = EmbedText(r)
-		if _, found := secrets.Scan(it.text); found {
+		if leaks(r, it.text) {
 			it.drop, it.skip = true, true
 			continue
 		}
@@ -136,10 +149,30 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 		}
 	}
 	callErr := embedSome(ctx, e, send)
+	if callErr != nil && inputFailure(callErr) {
+		if len(send) > 1 {
+			callErr = embedAlone(ctx, e, send)
+		} else if send[0].tries > 0 {
+			// It failed alone before, while others did not.
+			send[0].skip, callErr = true, nil
+		}
+	}
 	if err := s.keepVectors(ctx, model, items, &res); err != nil {
 		return res, err
 	}
 	return res, callErr
+}
+
+// leaks reports whether r's text to embed, or its fields as stored (the
+// text spells the key's separators as spaces, which can break a token
+// apart), look like they hold a secret.
+func leaks(r Record, text string) bool {
+	for _, f := range append([]string{text, r.Key, r.Description, r.Body}, r.Tags...) {
+		if _, found := secrets.Scan(f); found {
+			return true
+		}
+	}
+	return false
 }
 
 // embedSome fills in the vectors of items. Texts the endpoint refuses are
@@ -179,7 +212,50 @@ func embedSome(ctx context.Context, e Embedder, items []*pending) error {
 		return nil
 	}
 	it.text = cutText(it.text, max(minEmbedText, len(it.text)/2))
+	// A cut can end a long harmless token at exactly a secret's length.
+	if _, found := secrets.Scan(it.text); found {
+		it.skip = true
+		return nil
+	}
 	return embedSome(ctx, e, items)
+}
+
+// embedAlone embeds the items still without a vector one by one, after a
+// request holding them failed in a way one text can cause. When some
+// succeed, those that fail alone are marked skip (refused); when none
+// does, the endpoint is failing whatever it is sent, and its first error
+// is returned.
+func embedAlone(ctx context.Context, e Embedder, items []*pending) error {
+	var failed []*pending
+	var first error
+	for _, it := range items {
+		if it.vec != nil || it.skip {
+			continue
+		}
+		err := embedSome(ctx, e, []*pending{it})
+		if err == nil {
+			continue
+		}
+		if !inputFailure(err) {
+			return err
+		}
+		failed = append(failed, it)
+		if first == nil {
+			first = err
+		}
+	}
+	if slices.IndexFunc(items, func(it *pending) bool { return it.vec != nil }) < 0 && len(failed) > 0 {
+		return first
+	}
+	for _, it := range failed {
+		it.skip = true
+	}
+	return nil
+}
+
+func inputFailure(err error) bool {
+	var r interface{ InputFailure() bool }
+	return errors.As(err, &r) && r.InputFailure()
 }
 
 func rejected(err error) bool {
@@ -303,6 +379,27 @@ func decodeVector(b []byte) []float32 {
 // queued yet (all of them, after a change of model), and gives records
 // refused before another chance. It returns how many records are queued.
 func (s *Store) QueueMissing(ctx context.Context, model string) (int, error) {
+	return s.queueMissing(ctx, model, true)
+}
+
+// QueueOthersEmbedded queues the records with a vector of another model
+// but none of model, as a server sharing the database with another model
+// leaves them: it embeds what is stored while it holds the queue, with its
+// model only. Records refused before keep their count of refusals. It
+// returns how many records are queued; with no other model's vectors in
+// the store it reads nothing and returns 0.
+func (s *Store) QueueOthersEmbedded(ctx context.Context, model string) (int, error) {
+	var others bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model <> ?)`, model).Scan(&others); err != nil {
+		return 0, fmt.Errorf("queue records to embed: %w", err)
+	}
+	if !others {
+		return 0, nil
+	}
+	return s.queueMissing(ctx, model, false)
+}
+
+func (s *Store) queueMissing(ctx context.Context, model string, retry bool) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT r.rowid FROM records r
@@ -310,10 +407,12 @@ func (s *Store) QueueMissing(ctx context.Context, model string) (int, error) {
 			AND NOT EXISTS (SELECT 1 FROM embed_queue q WHERE q.rid = r.rowid) ORDER BY r.rowid`, model); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE embed_queue SET tries = 0 WHERE tries > 0`); err != nil {
-			return err
+		if retry {
+			if _, err := tx.ExecContext(ctx, `UPDATE embed_queue SET tries = 0 WHERE tries > 0`); err != nil {
+				return err
+			}
 		}
-		return tx.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue`).Scan(&n)
+		return tx.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE `+notEmbedded, model).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("queue records to embed: %w", err)
@@ -384,11 +483,11 @@ func (s *Store) PruneVectors(ctx context.Context, keep string) (int64, error) {
 	return n, nil
 }
 
-// EmbedQueued counts the records waiting to be embedded, leaving out
-// those the endpoint refused.
-func (s *Store) EmbedQueued(ctx context.Context) (int, error) {
+// EmbedQueued counts the records waiting to be embedded with model,
+// leaving out those the endpoint refused.
+func (s *Store) EmbedQueued(ctx context.Context, model string) (int, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue WHERE tries < ?`, maxTries).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE tries < ? AND `+notEmbedded, maxTries, model).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}
 	return n, nil
@@ -423,13 +522,15 @@ func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
 	})
 }
 
-// EmbedWaiting counts the records p sees that wait to be embedded,
-// leaving out those the endpoint refused. Records p cannot see are not
-// counted: on a team server their number is not the caller's business.
-func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity) (int, error) {
+// EmbedWaiting counts the records p sees that wait to be embedded with
+// model, leaving out those the endpoint refused. Records p cannot see
+// are not counted: on a team server their number is not the caller's
+// business.
+func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string) (int, error) {
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q JOIN records r ON r.rowid = q.rid
-		WHERE q.tries < @tries AND `+visible, s.args(p, sql.Named("tries", maxTries))...).Scan(&n)
+		WHERE q.tries < @tries AND NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = @model)
+		AND `+visible, s.args(p, sql.Named("tries", maxTries), sql.Named("model", model))...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}

@@ -57,12 +57,24 @@ func BenchmarkSemanticSearch(b *testing.B) {
 		}
 	}
 	q := randomVector(e.r, dims)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		hits, err := s.SemanticSearch(ctx, projA.ID, SearchOptions{Query: "things", Limit: 10}, "m", q)
-		if err != nil || len(hits) != 10 {
-			b.Fatalf("%d hits, %v", len(hits), err)
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hits, err := s.SemanticSearch(ctx, projA.ID, SearchOptions{Query: "things", Limit: 10}, "m", q)
+			if err != nil || len(hits) != 10 {
+				b.Fatalf("%d hits, %v", len(hits), err)
+			}
 		}
-	}
+	})
+	// A min_score no neighbour reaches: random vectors are nearly
+	// orthogonal.
+	b.Run("min_score", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			hits, err := s.SemanticSearch(ctx, projA.ID, SearchOptions{Query: "things", Limit: 10, MinScore: 0.5}, "m", q)
+			if err != nil || len(hits) != 0 {
+				b.Fatalf("%d hits, %v", len(hits), err)
+			}
+		}
+	})
 }

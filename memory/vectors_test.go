@@ -2,16 +2,22 @@ package memory
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"prom.codes/memory-mcp/memory/embed"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
 	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/secrets"
 )
 
 // standIn starts the loopback embeddings server and a client of it for
@@ -533,7 +539,7 @@ func TestFuseProperties(t *testing.T) {
 		}
 		kw, sem := pick(), pick()
 		limit, minScore := 1+r.Intn(20), r.Float64()*0.6
-		out := fuse(kw, sem, terms, limit, minScore, false)
+		out := fuse(kw, sem, terms, nil, limit, minScore, false)
 		if len(out) > limit {
 			t.Fatalf("round %d: %d hits over the limit %d", round, len(out), limit)
 		}
@@ -574,11 +580,11 @@ func TestEmbedWaitingCountsOnlyWhatTheCallerSees(t *testing.T) {
 	put(t, s, projB, sem("theirs", "y"))
 	put(t, s, projB, Write{Scope: scope.System, Type: Semantic, Key: "shared", Body: "z"})
 	for p, want := range map[*Project]int{&projA: 2, &projB: 2} {
-		if n, err := s.EmbedWaiting(ctx, p.ID); err != nil || n != want {
+		if n, err := s.EmbedWaiting(ctx, p.ID, "m"); err != nil || n != want {
 			t.Errorf("%s: %d waiting, %v; want %d", p.ID, n, err, want)
 		}
 	}
-	if n, _ := s.EmbedQueued(ctx); n != 3 {
+	if n, _ := s.EmbedQueued(ctx, "m"); n != 3 {
 		t.Errorf("queued %d, want 3", n)
 	}
 }
@@ -600,5 +606,268 @@ func TestNoteDims(t *testing.T) {
 	}
 	if st, _ := s.EmbedStatus(ctx, "m"); st.Vectors != 0 || st.Pending != 1 {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// A text the endpoint refuses is cut shorter, and the cut can turn a
+// harmless long token into one of a secret's exact shape: the shorter
+// text is scanned again before it is sent.
+func TestCutTextIsScannedAgain(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	srv.SetMaxInput(600)
+	// 42 characters after ghp_ is no GitHub token; its first 36 are.
+	token := "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5" + "hJ7kL9"
+	filler := strings.Repeat("word ", 80)                            // 400 bytes
+	body := filler + token + " " + strings.Repeat("word ", 90)[:436] // "k\n\n"+body is 886 bytes; its half ends 36 bytes into the token
+	if _, found := secrets.Scan(EmbedText(Record{Key: "k", Body: body})); found {
+		t.Fatal("the whole text already looks like a secret; the test proves nothing")
+	}
+	if cut := cutText(EmbedText(Record{Key: "k", Body: body}), 443); !strings.HasSuffix(cut, token[:40]) {
+		t.Fatalf("the cut ends in %q", cut[len(cut)-20:])
+	}
+	put(t, s, projA, sem("k", body))
+	embedAll(t, s, c)
+	for _, in := range srv.Inputs() {
+		if f, found := secrets.Scan(in); found {
+			t.Fatalf("the endpoint received a text matching rule %s", f.Rule)
+		}
+	}
+}
+
+// Two servers with two models share one database, as when the model is
+// changed while an older server still runs: whichever holds the queue
+// must not take the other's work off it, nor embed again what it has.
+func TestTwoModelsShareTheQueue(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, a := standIn(t, "toy-a")
+	b := client(t, srv, "toy-b")
+	put(t, s, projA, sem("shipping", "ship the release"))
+	put(t, s, projA, sem("pets", "a kitten"))
+	embedAll(t, s, a)
+	if n, err := s.QueueMissing(ctx, "toy-b"); err != nil || n != 2 {
+		t.Fatalf("queue for model b: %d, %v", n, err)
+	}
+	// Server a holds the queue and works through it first.
+	if r := embedAll(t, s, a); r.Embedded != 0 {
+		t.Fatalf("model a embedded %+v again", r)
+	}
+	if n := srv.Models()["toy-a"]; n != 2 {
+		t.Fatalf("model a embedded %d texts, want its 2", n)
+	}
+	if n, _ := s.EmbedQueued(ctx, "toy-a"); n != 0 {
+		t.Fatalf("model a sees %d waiting", n)
+	}
+	if n, _ := s.EmbedWaiting(ctx, projA.ID, "toy-a"); n != 0 {
+		t.Fatalf("a search with model a is told %d wait", n)
+	}
+	if n, _ := s.EmbedQueued(ctx, "toy-b"); n != 2 {
+		t.Fatalf("model b sees %d waiting, want 2", n)
+	}
+	if r := embedAll(t, s, b); r.Embedded != 2 {
+		t.Fatalf("model b embedded %+v", r)
+	}
+	// A record stored now is embedded by a, which holds the queue; b
+	// finds it missing when it looks again.
+	put(t, s, projA, sem("deploying", "deploy to production"))
+	if r := embedAll(t, s, a); r.Embedded != 1 {
+		t.Fatalf("model a embedded %+v", r)
+	}
+	if n, err := s.QueueOthersEmbedded(ctx, "toy-b"); err != nil || n != 1 {
+		t.Fatalf("queue for model b again: %d, %v", n, err)
+	}
+	if r := embedAll(t, s, b); r.Embedded != 1 {
+		t.Fatalf("model b embedded %+v", r)
+	}
+	if hits := semantic(t, s, b, projA.ID, "release", SearchOptions{}); len(hits) != 2 {
+		t.Fatalf("model b: %v", hitKeys(hits))
+	}
+}
+
+func TestQueueOthersEmbeddedWithOneModel(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	put(t, s, projA, sem("fine", "ship"))
+	embedAll(t, s, c)
+	srv.SetMaxInput(10)
+	put(t, s, projA, sem("longer", strings.Repeat("puppy ", 100)))
+	embedAll(t, s, c) // refused maxTries times
+	if n, err := s.QueueOthersEmbedded(ctx, "toy"); err != nil || n != 0 {
+		t.Fatalf("one model: queued %d, %v", n, err)
+	}
+	if st, _ := s.EmbedStatus(ctx, "toy"); st.Refused != 1 {
+		t.Fatalf("a refused record was given another chance: %+v", st)
+	}
+}
+
+// An exact keyword hit that the keyword ranking puts deep (a long record
+// holding each word once, among many short ones repeating one of them)
+// still comes before every fuzzy neighbour in hybrid search.
+func TestHybridFindsDeepExactHits(t *testing.T) {
+	s, _ := mustOpen(t)
+	_, c := standIn(t, "toy")
+	for i := range 40 {
+		put(t, s, projA, sem(fmt.Sprintf("pg-%d", i), "postgres postgres postgres tuning"))
+		put(t, s, projA, sem(fmt.Sprintf("bk-%d", i), "backup backup backup schedule"))
+	}
+	filler := strings.Repeat("the quarterly planning notes mention many unrelated things ", 60)
+	put(t, s, projA, sem("exact", filler+" postgres "+filler+" backup "+filler))
+	embedAll(t, s, c)
+	for _, limit := range []int{1, 5, 10} {
+		hits := hybrid(t, s, c, projA.ID, "postgres backup", SearchOptions{Limit: limit})
+		if len(hits) == 0 || hits[0].Record.Key != "exact" {
+			t.Errorf("limit %d: %v, want the exact hit first", limit, hitKeys(hits))
+		}
+	}
+}
+
+// A server keeps its vectors in memory; a restore by another process
+// under it must not leave it ranking the restored records by the vectors
+// of the records they replaced.
+func TestRestoreSeenByTheVectorIndex(t *testing.T) {
+	dir := t.TempDir()
+	_, c := standIn(t, "toy")
+	other, err := Open(ctx, filepath.Join(dir, "other.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for i := range 6 {
+		put(t, other, projA, sem(fmt.Sprintf("pets-%d", i), "the kitten sleeps on the sofa"))
+	}
+	embedAll(t, other, c)
+	backup := filepath.Join(dir, "backup.db")
+	if err := other.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(dir, "memory.db")
+	server, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	put(t, server, projA, sem("shipping", "ship the release"))
+	put(t, server, projA, sem("deploying", "deploy to production"))
+	embedAll(t, server, c)
+	if hits := semantic(t, server, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 2 {
+		t.Fatalf("before the restore: %v", hitKeys(hits))
+	}
+
+	admin, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if hits := semantic(t, server, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+		t.Errorf("after the restore, deploy finds %v by the vectors of records gone", hitKeys(hits))
+	}
+	if hits := semantic(t, server, c, projA.ID, "feline", SearchOptions{}); len(hits) != 6 {
+		t.Errorf("after the restore, feline finds %v, want the 6 restored", hitKeys(hits))
+	}
+}
+
+// The key is sent as words ("deploy-notes" as "deploy notes"), which
+// breaks a token like ghp_… apart: the key is scanned as stored too.
+func TestSecretInKeyNeverSent(t *testing.T) {
+	s, _ := mustOpen(t)
+	srv, c := standIn(t, "toy")
+	const token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"
+	if _, found := secrets.Scan(token); !found {
+		t.Fatal("the token is not a secret to the scanner; the test proves nothing")
+	}
+	// A row that never went through Put, as an older build stored it.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at)
+		VALUES ('raw', ?, 0, 'semantic', ?, 'notes', 0, 0)`, string(projA.ID), token); err != nil {
+		t.Fatal(err)
+	}
+	embedAll(t, s, c)
+	for _, in := range srv.Inputs() {
+		if strings.Contains(in, token[4:16]) {
+			t.Fatalf("the endpoint received the key's secret: %q", in)
+		}
+	}
+}
+
+// poisonServer embeds like the stand-in, but fails (HTTP 500) on any
+// request holding an input with "poison" in it, as a model server that
+// crashes on one text does.
+func poisonServer(t *testing.T) (*embed.Client, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var req struct {
+			Model string   `json:"model"`
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var out struct {
+			Data []item `json:"data"`
+		}
+		for i, in := range req.Input {
+			if strings.Contains(in, "poison") {
+				http.Error(w, `{"error":"the model crashed"}`, http.StatusInternalServerError)
+				return
+			}
+			out.Data = append(out.Data, item{i, embedtest.Embed(req.Model, in)})
+		}
+		json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := embed.New(embed.Config{URL: srv.URL + "/v1", Model: "toy", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &calls
+}
+
+// One record whose text the endpoint fails on must not keep every record
+// queued after it from being embedded.
+func TestPoisonRecordDoesNotBlockTheQueue(t *testing.T) {
+	s, _ := mustOpen(t)
+	c, calls := poisonServer(t)
+	put(t, s, projA, sem("first", "ship the release"))
+	put(t, s, projA, sem("bad", "a poison text"))
+	put(t, s, projA, sem("third", "a kitten"))
+	put(t, s, projA, sem("fourth", "deploy to production"))
+	for range 10 {
+		r, _ := s.EmbedPending(ctx, "toy", c, 16)
+		if r == (EmbedResult{}) {
+			break
+		}
+	}
+	st, err := s.EmbedStatus(ctx, "toy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Vectors != 3 {
+		t.Fatalf("%+v: want the 3 other records embedded", st)
+	}
+	if st.Refused != 1 || st.Pending != 0 {
+		t.Fatalf("%+v: want the poison record refused", st)
+	}
+	// An endpoint failing on everything is down, not refusing each text.
+	before := calls.Load()
+	put(t, s, projA, sem("fifth", "poison one"))
+	put(t, s, projA, sem("sixth", "poison two"))
+	if _, err := s.EmbedPending(ctx, "toy", c, 16); err == nil {
+		t.Fatal("an endpoint failing on every text gave no error")
+	}
+	if st, _ := s.EmbedStatus(ctx, "toy"); st.Refused != 1 {
+		t.Fatalf("%+v: records counted as refused while every text failed", st)
+	}
+	if n := calls.Load() - before; n > 3 {
+		t.Fatalf("%d requests for 2 records", n)
 	}
 }

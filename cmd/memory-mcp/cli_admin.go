@@ -450,14 +450,14 @@ func (d *doctor) embeddings(ctx context.Context, cfg Config) {
 		d.problem(area, "PROMETHEUS_MEMORY_EMBEDDINGS_URL is not a valid URL", "set it to the endpoint's base URL, like http://localhost:11434/v1")
 		return
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := probeClient.Do(req)
 	if err != nil {
-		d.problem(area, fmt.Sprintf("%s does not answer: %v", req.URL.Redacted(), errors.Unwrap(err)), "start the embeddings server, or unset PROMETHEUS_MEMORY_EMBEDDINGS_URL")
+		d.problem(area, fmt.Sprintf("%s does not answer: %v", shownURL(req.URL), errors.Unwrap(err)), "start the embeddings server, or unset PROMETHEUS_MEMORY_EMBEDDINGS_URL")
 		return
 	}
 	resp.Body.Close()
 	if cfg.EmbeddingsModel == "" {
-		d.problem(area, fmt.Sprintf("%s answers, but PROMETHEUS_MEMORY_EMBEDDINGS_MODEL is not set", req.URL.Redacted()), "set it to the name of the embeddings model the endpoint serves, like nomic-embed-text")
+		d.problem(area, fmt.Sprintf("%s answers, but PROMETHEUS_MEMORY_EMBEDDINGS_MODEL is not set", shownURL(req.URL)), "set it to the name of the embeddings model the endpoint serves, like nomic-embed-text")
 		return
 	}
 	d.embedProbe(ctx, cfg)

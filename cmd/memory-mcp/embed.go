@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -116,7 +118,7 @@ func (a *app) search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 		return nil, mode, "", err
 	}
 	note := ""
-	if n, err := a.store.EmbedWaiting(ctx, p); err == nil && n > 0 {
+	if n, err := a.store.EmbedWaiting(ctx, p, sm.client.Model()); err == nil && n > 0 {
 		note = fmt.Sprintf("%d records are still waiting to be embedded; until then only their words can find them", n)
 		if mode == memory.ModeSemantic {
 			note = fmt.Sprintf("%d records are still waiting to be embedded; semantic search cannot find them yet", n)
@@ -161,6 +163,10 @@ func (sm *semantic) start(ctx context.Context) (stop func()) {
 	}
 }
 
+// lookEvery is how often an idle worker looks for records a server with
+// another model embedded without its model.
+const lookEvery = time.Minute
+
 // leaseFor is how long one process keeps the queue to itself; it renews
 // the lease with every batch.
 const leaseFor = 30 * time.Second
@@ -202,10 +208,10 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 		}
 		sm.log.Info(what, "model", model, "records", queued, "endpoint", sm.client.Endpoint())
 	}
-	lastLog := time.Now()
+	lastLog, lastLook := time.Now(), time.Now()
 	var pause time.Duration
 	for ctx.Err() == nil {
-		waiting, err := sm.store.EmbedQueued(ctx)
+		waiting, err := sm.store.EmbedQueued(ctx, model)
 		if err != nil || waiting == 0 {
 			if err != nil && ctx.Err() == nil {
 				sm.log.Debug("embeddings", "err", err)
@@ -213,6 +219,16 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 			if err == nil && total > 0 {
 				sm.log.Info("embedded every queued record", "model", model, "records", done)
 				total = 0
+			}
+			// A server with another model that holds the queue embeds
+			// new records with its model only: look for them now and then.
+			if err == nil && time.Since(lastLook) > lookEvery {
+				lastLook = time.Now()
+				if n, err := sm.store.QueueOthersEmbedded(ctx, model); err != nil && ctx.Err() == nil {
+					sm.log.Debug("embeddings", "err", err)
+				} else if n > 0 {
+					continue
+				}
 			}
 			sm.sleep(ctx, sm.poll)
 			continue
@@ -346,6 +362,17 @@ func runEmbed(c *cli, args []string) error {
 		}
 		return nil
 	})
+}
+
+// probeClient is how doctor sees whether the endpoint answers: a
+// redirect is an answer, and is not followed.
+var probeClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// shownURL is u as doctor and logs show it: no user, password or query,
+// which may hold a key.
+func shownURL(u *url.URL) string {
+	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return shown.String()
 }
 
 // embedProbe embeds one short text with the configured model.

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -528,5 +531,85 @@ func TestSlowEndpointAnswersByKeyword(t *testing.T) {
 	}
 	if srv.Requests() != asked {
 		t.Fatal("the second search asked the slow endpoint again")
+	}
+}
+
+// Credentials written into the endpoint's URL, as user:password or in its
+// query, never show in what doctor prints, whether the endpoint answers
+// or not.
+func TestDoctorNeverShowsCredentialsOfTheURL(t *testing.T) {
+	up := standIn(t)
+	down, err := embedtest.Unstarted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(down.Close)
+	for _, srv := range []*embedtest.Server{up, down} {
+		u := strings.Replace(srv.URL, "http://", "http://user-in-url:password-in-url@", 1) + "?api-key=key-in-query"
+		e := newEnv(t)
+		e.extra = append(e.extra, "PROMETHEUS_MEMORY_EMBEDDINGS_URL="+u, "PROMETHEUS_MEMORY_EMBEDDINGS_MODEL=toy")
+		out, _ := e.command("doctor").CombinedOutput()
+		if !strings.Contains(string(out), "embeddings") {
+			t.Fatalf("doctor says nothing of embeddings: %s", out)
+		}
+		for _, secret := range []string{"user-in-url", "password-in-url", "key-in-query"} {
+			if strings.Contains(string(out), secret) {
+				t.Errorf("doctor shows %q: %s", secret, out)
+			}
+		}
+	}
+}
+
+// A keyword search, by the tool, by woven recall asked for keywords, or
+// by the command line, never sends its query to the endpoint.
+func TestKeywordModeSendsNothing(t *testing.T) {
+	srv := standIn(t)
+	e := withEmbeddings(newEnv(t), srv, "toy")
+	cs, _ := connectLogged(t, e)
+	const word = "quokkazanzibar"
+	writeFact(t, cs, "shipping-howto", "To ship a release, tag it and run the pipeline.", 0.5)
+	r := searchFor(t, cs, map[string]any{"query": "ship " + word, "mode": "keyword"})
+	if r.Mode != "keyword" || len(r.Results) != 1 {
+		t.Fatalf("keyword search: %+v", r)
+	}
+	if out, err := e.command("search", "--mode", "keyword", word+" release").CombinedOutput(); err != nil {
+		t.Fatalf("search --mode keyword: %v: %s", err, out)
+	}
+	for _, in := range srv.Inputs() {
+		if strings.Contains(in, word) {
+			t.Fatalf("a keyword query reached the endpoint: %q", in)
+		}
+	}
+}
+
+// An endpoint that answers with vectors of no direction (all zeros) is
+// not usable: searches answer by keyword and say why, never an error.
+func TestZeroVectorsAnswerByKeyword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Input []string `json:"input"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		var b strings.Builder
+		b.WriteString(`{"data":[`)
+		for i := range req.Input {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"index":%d,"embedding":[0,0,0,0]}`, i)
+		}
+		b.WriteString("]}")
+		w.Write([]byte(b.String()))
+	}))
+	t.Cleanup(srv.Close)
+	e := newEnv(t)
+	e.extra = append(e.extra, "PROMETHEUS_MEMORY_EMBEDDINGS_URL="+srv.URL+"/v1", "PROMETHEUS_MEMORY_EMBEDDINGS_MODEL=zeros")
+	cs, _ := connectLogged(t, e)
+	writeFact(t, cs, "shipping-howto", "To ship a release, tag it and run the pipeline.", 0.5)
+	for _, mode := range []string{"semantic", "hybrid"} {
+		r := searchFor(t, cs, map[string]any{"query": "ship release", "mode": mode})
+		if r.Mode != "keyword" || !strings.Contains(r.Note, "all zeros") || len(r.Results) != 1 {
+			t.Errorf("%s: %+v", mode, r)
+		}
 	}
 }

@@ -73,6 +73,11 @@ func New(cfg Config) (*Client, error) {
 	if c.http == nil {
 		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
+	// A redirect is never followed: it would carry the texts, and the key
+	// when the host looks alike, to an address the user did not name.
+	hc := *c.http
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &hc
 	return c, nil
 }
 
@@ -108,6 +113,13 @@ func (e *Error) Error() string {
 // will fail again, a shorter one may not.
 func (e *Error) Rejected() bool {
 	return e.Status == http.StatusBadRequest || e.Status == http.StatusRequestEntityTooLarge || e.Status == http.StatusUnprocessableEntity
+}
+
+// InputFailure reports whether the server answered, but with a failure of
+// its own (HTTP 500) or an answer that is not usable vectors: one input
+// of the request may cause it, and the others sent alone may succeed.
+func (e *Error) InputFailure() bool {
+	return e.Status == http.StatusInternalServerError || e.Status == http.StatusOK
 }
 
 // Embed returns one vector per input, in the inputs' order, sending at most
@@ -177,7 +189,7 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 		return nil, c.fail(resp.StatusCode, true, "read answer: %s", describeTransport(ctx, err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, c.statusError(resp.StatusCode, raw, inputs)
+		return nil, c.statusError(resp.StatusCode, resp.Header, raw, inputs)
 	}
 	if len(raw) > maxResponse {
 		return nil, c.fail(resp.StatusCode, false, "answer larger than %d MiB", maxResponse>>20)
@@ -199,11 +211,19 @@ func (c *Client) call(ctx context.Context, inputs []string) ([][]float32, error)
 			return nil, c.fail(resp.StatusCode, false, "answer's vector %d has %d dimensions (want 1 to %d)", i, len(d.Embedding), MaxDims)
 		}
 		v := make([]float32, len(d.Embedding))
+		zero := true
 		for j, x := range d.Embedding {
 			if math.IsNaN(x) || math.IsInf(x, 0) {
 				return nil, c.fail(resp.StatusCode, false, "answer's vector %d is not finite", i)
 			}
 			v[j] = float32(x)
+			if math.IsInf(float64(v[j]), 0) { // finite in JSON, too large for float32
+				return nil, c.fail(resp.StatusCode, false, "answer's vector %d is not finite", i)
+			}
+			zero = zero && v[j] == 0
+		}
+		if zero { // no direction: similar to nothing, a query finds nothing
+			return nil, c.fail(resp.StatusCode, false, "answer's vector %d is all zeros", i)
 		}
 		out[at] = v
 	}
@@ -230,12 +250,14 @@ func (c *Client) scrub(s string) string {
 // statusError describes an answer other than 200. What the server says is
 // kept only when it repeats no part of the inputs; a refusal of the inputs
 // is described by its status alone.
-func (c *Client) statusError(status int, raw []byte, inputs []string) *Error {
+func (c *Client) statusError(status int, header http.Header, raw []byte, inputs []string) *Error {
 	msg := serverMessage(raw)
 	if echoes(msg, inputs) {
 		msg = ""
 	}
 	switch {
+	case status >= 300 && status < 400:
+		return c.fail(status, false, "the endpoint redirects%s, and redirects are not followed; set PROMETHEUS_MEMORY_EMBEDDINGS_URL to the address it points to", redirectTarget(header))
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return c.fail(status, false, "the key was refused%s; set PROMETHEUS_MEMORY_EMBEDDINGS_KEY", said(msg))
 	case status == http.StatusNotFound:
@@ -295,6 +317,17 @@ func echoes(msg string, inputs []string) bool {
 		}
 	}
 	return false
+}
+
+// redirectTarget names where a redirect points, without credentials or
+// query, or "".
+func redirectTarget(h http.Header) string {
+	u, err := url.Parse(h.Get("Location"))
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return " to " + shown.String()
 }
 
 func said(msg string) string {

@@ -110,6 +110,7 @@ func TestErrorsNeverHoldInputsOrKey(t *testing.T) {
 		{"empty vector", answer(t, 200, `{"data":[{"index":0,"embedding":[]}]}`), "0 dimensions", false, false},
 		{"huge vector", answer(t, 200, `{"data":[{"index":0,"embedding":[`+strings.Repeat("0,", embed.MaxDims)+`0]}]}`), "16385 dimensions", false, false},
 		{"not finite", answer(t, 200, `{"data":[{"index":0,"embedding":[1e999]}]}`), "not an embeddings response", false, false},
+		{"zero vector", answer(t, 200, `{"data":[{"index":0,"embedding":[0,1e-60,0]}]}`), "all zeros", false, false},
 		{"down", "http://127.0.0.1:1/v1", "cannot connect", true, false},
 	}
 	for _, tc := range cases {
@@ -176,5 +177,76 @@ func TestWireFormat(t *testing.T) {
 	}
 	if got["model"] != "m" || len(got["input"].([]any)) != 2 || auth != "" || ctype != "application/json" {
 		t.Fatalf("request %v, auth %q, type %q", got, auth, ctype)
+	}
+}
+
+// An endpoint that redirects elsewhere must not pass the texts, or the
+// key, on to a host the user did not name.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		var mu sync.Mutex
+		var got []string
+		elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			got = append(got, string(b)+r.Header.Get("Authorization"))
+			mu.Unlock()
+			io.WriteString(w, `{"data":[{"index":0,"embedding":[1,0]}]}`)
+		}))
+		t.Cleanup(elsewhere.Close)
+		origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			http.Redirect(w, r, elsewhere.URL+"/v1/embeddings", status)
+		}))
+		t.Cleanup(origin.Close)
+		c := newClient(t, embed.Config{URL: origin.URL + "/v1", Model: "m", Key: "sk-redirected-key"})
+		_, err := c.Embed(ctx, []string{"text of a record"})
+		if err == nil {
+			t.Errorf("HTTP %d: a redirect was followed without error", status)
+		} else if !strings.Contains(err.Error(), "redirect") {
+			t.Errorf("HTTP %d: the error %q does not say the endpoint redirects", status, err)
+		}
+		mu.Lock()
+		if len(got) > 0 {
+			t.Errorf("HTTP %d: the redirect's target received %q", status, got)
+		}
+		mu.Unlock()
+	}
+}
+
+// A number JSON holds but float32 cannot must not become an infinite
+// vector, which would make every similarity NaN.
+func TestVectorBeyondFloat32IsRefused(t *testing.T) {
+	for _, body := range []string{
+		`{"data":[{"index":0,"embedding":[1e39,0]}]}`,
+		`{"data":[{"index":0,"embedding":[0,-3.5e38]}]}`,
+	} {
+		c := newClient(t, embed.Config{URL: answer(t, 200, body), Model: "m"})
+		vs, err := c.Embed(ctx, []string{"x"})
+		if err == nil {
+			t.Errorf("%s: accepted as %v", body, vs)
+		} else if !strings.Contains(err.Error(), "not finite") {
+			t.Errorf("%s: error %q does not say the vector is not finite", body, err)
+		}
+	}
+}
+
+// Credentials in the URL, as user:password or in the query, are sent
+// but never shown: not by Endpoint, not in an error.
+func TestURLCredentialsNeverShown(t *testing.T) {
+	for _, base := range []string{answer(t, 500, `{"error":"down for maintenance"}`), "http://127.0.0.1:1/v1"} {
+		u := strings.Replace(base, "http://", "http://url-user:url-password@", 1) + "?api-key=url-query-key"
+		c := newClient(t, embed.Config{URL: u, Model: "m", Timeout: 5 * time.Second})
+		_, err := c.Embed(ctx, []string{"x"})
+		if err == nil {
+			t.Fatal("no error")
+		}
+		for _, s := range []string{c.Endpoint(), err.Error()} {
+			for _, secret := range []string{"url-user", "url-password", "url-query-key"} {
+				if strings.Contains(s, secret) {
+					t.Errorf("%q shows %s", s, secret)
+				}
+			}
+		}
 	}
 }
