@@ -85,7 +85,7 @@ func (a *app) search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 		return keyword(fmt.Sprintf("the query looks like it holds a secret (rule %s), so it was not sent to the embeddings endpoint; answered by keyword", f.Rule))
 	}
 	if sm.quiet() {
-		return keyword(fmt.Sprintf("the embeddings endpoint at %s did not answer in time lately; answered by keyword", sm.client.Endpoint()))
+		return keyword("the embeddings endpoint did not answer in time lately; answered by keyword")
 	}
 	qctx, cancel := context.WithTimeout(ctx, sm.queryTimeout)
 	vs, err := sm.client.Embed(qctx, []string{opts.Query})
@@ -94,13 +94,16 @@ func (a *app) search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 		if ctx.Err() != nil {
 			return nil, mode, "", ctx.Err()
 		}
+		// The details go to the server's log only: on a team server the
+		// caller is not the one who configured the endpoint.
+		sm.log.Warn("embed query; answered by keyword", "err", err)
 		if e := (*embed.Error)(nil); errors.As(err, &e) && e.Timeout {
 			sm.mu.Lock()
 			sm.quietUntil = time.Now().Add(quietFor)
 			sm.mu.Unlock()
+			return keyword("the embeddings endpoint gave no answer in time; answered by keyword")
 		}
-		sm.log.Debug("embed query", "err", err)
-		return keyword(fmt.Sprintf("the embeddings endpoint could not be used (%v); answered by keyword", err))
+		return keyword("the embeddings endpoint could not be used; answered by keyword (the server's log says why)")
 	}
 	if changed, err := a.store.NoteDims(ctx, sm.client.Model(), len(vs[0])); err != nil {
 		return nil, mode, "", err

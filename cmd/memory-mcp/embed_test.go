@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -531,6 +532,17 @@ func TestSlowEndpointAnswersByKeyword(t *testing.T) {
 	}
 	if srv.Requests() != asked {
 		t.Fatal("the second search asked the slow endpoint again")
+	}
+	// A team server's callers did not configure the endpoint: notes never
+	// show where it is.
+	srv.Release()
+	srv.Down()
+	a.sem.mu.Lock()
+	a.sem.quietUntil = time.Time{}
+	a.sem.mu.Unlock()
+	mode, note, _ = search()
+	if u, _ := url.Parse(srv.URL); mode != memory.ModeKeyword || strings.Contains(note, u.Host) || !strings.Contains(note, "could not be used") {
+		t.Fatalf("search with the endpoint down: %s %q", mode, note)
 	}
 }
 
