@@ -153,7 +153,9 @@ const rrfK = 60
 // HybridSearch fuses the keyword ranking of Search with the similarity
 // ranking of SemanticSearch by reciprocal rank fusion: a record scores
 // the sum of 1/(60 + its rank) in each ranking, scaled so that first in
-// every ranking that found anything is 1. An exact keyword hit, a record
+// every ranking that found anything is 1; a record found by meaning alone
+// scores that times its similarity, so that a neighbour that is only the
+// nearest of unrelated records scores low. An exact keyword hit, a record
 // holding every searchable word of the query, ranks above every record
 // that is not one, and scores at least as high; exact hits are looked for
 // among the best 100 keyword matches. opts.MinScore applies to
@@ -191,7 +193,8 @@ type fused struct {
 	hit    Hit
 	score  float64
 	exact  bool
-	kwRank int // 1-based; 0 when the keyword ranking does not hold it
+	kwRank int     // 1-based; 0 when the keyword ranking does not hold it
+	sim    float64 // its similarity, when the similarity ranking holds it
 }
 
 // fuse merges a keyword ranking and a similarity ranking (each best
@@ -229,6 +232,7 @@ func fuse(kw, sem []Hit, terms, want []string, limit int, minScore float64, bodi
 	for i, h := range sem {
 		f := get(h)
 		f.score += 1 / float64(rrfK+i+1)
+		f.sim = h.Score
 		if f.kwRank == 0 {
 			// Past the depth of the keyword ranking, an exact hit is still one.
 			f.exact = holdsAll(h.Record, terms)
@@ -237,6 +241,13 @@ func fuse(kw, sem []Hit, terms, want []string, limit int, minScore float64, bodi
 	var fuzzy float64 // the best score of a record that is not an exact hit
 	for _, f := range all {
 		f.score = min(1, f.score/best)
+		if f.kwRank == 0 {
+			// Found by meaning alone: ranks would give the tenth neighbour
+			// of an unrelated query a score near the top's. Weighed by its
+			// similarity, min_score keeps what is near and drops what is
+			// merely nearest.
+			f.score *= min(1, max(0, f.sim))
+		}
 		if !f.exact {
 			fuzzy = max(fuzzy, f.score)
 		}

@@ -871,3 +871,30 @@ func TestPoisonRecordDoesNotBlockTheQueue(t *testing.T) {
 		t.Fatalf("%d requests for 2 records", n)
 	}
 }
+
+// TestHybridMinScoreDropsMereNeighbours: with no keyword hit, the records
+// nearest an unrelated query are still returned ranked, but each scores by
+// its similarity, so a min_score drops them; a record near in meaning stays.
+func TestHybridMinScoreDropsMereNeighbours(t *testing.T) {
+	s, _ := mustOpen(t)
+	_, c := standIn(t, "toy")
+	put(t, s, projA, sem("pets", "The kitten sleeps on the sofa."))
+	put(t, s, projA, sem("deploy", "Releases are tagged on main and deployed by CI."))
+	embedAll(t, s, c)
+	all := hybrid(t, s, c, projA.ID, "zebra violin", SearchOptions{})
+	if len(all) == 0 {
+		t.Fatal("hybrid of an unrelated query found no neighbour at all; the test needs some")
+	}
+	for _, h := range all {
+		if h.Score >= 0.5 {
+			t.Errorf("mere neighbour %s scores %v", h.Record.Key, h.Score)
+		}
+	}
+	if cut := hybrid(t, s, c, projA.ID, "zebra violin", SearchOptions{MinScore: 0.5}); len(cut) != 0 {
+		t.Errorf("min_score 0.5 kept mere neighbours: %v", hitKeys(cut))
+	}
+	near := hybrid(t, s, c, projA.ID, "feline", SearchOptions{MinScore: 0.5})
+	if len(near) == 0 || near[0].Record.Key != "pets" {
+		t.Errorf("min_score 0.5 dropped the record near in meaning: %v", hitKeys(near))
+	}
+}
