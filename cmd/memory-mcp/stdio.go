@@ -170,9 +170,8 @@ type frameWriter struct {
 func (f *frameWriter) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var env envelope
-	if json.Unmarshal(bytes.TrimSpace(p), &env) == nil && env.Method == nil && len(env.ID) > 0 {
-		delete(f.pending, canonicalID(env.ID))
+	if id, ok := answerID(p); ok {
+		delete(f.pending, canonicalID(id))
 		if len(f.pending) == 0 && f.idle != nil {
 			close(f.idle)
 			f.idle = nil
@@ -182,6 +181,59 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 }
 
 func (f *frameWriter) Close() error { return nil }
+
+// answerPrefix is how the SDK starts every message it writes: its members
+// come in a fixed order, jsonrpc then id.
+const answerPrefix = `{"jsonrpc":"2.0","id":`
+
+// answerID returns the id of p if p is an answer (a result or an error)
+// with one. The SDK's own frames are told apart by their first members,
+// without reading the result that follows; any other frame is decoded.
+func answerID(p []byte) (json.RawMessage, bool) {
+	if rest, ok := bytes.CutPrefix(p, []byte(answerPrefix)); ok {
+		if n := idLen(rest); n > 0 {
+			next := rest[n:]
+			switch {
+			case bytes.HasPrefix(next, []byte(`,"result":`)), bytes.HasPrefix(next, []byte(`,"error":`)):
+				return json.RawMessage(rest[:n]), true
+			case bytes.HasPrefix(next, []byte(`,"method":`)):
+				return nil, false
+			}
+		}
+	}
+	var env envelope
+	if json.Unmarshal(bytes.TrimSpace(p), &env) == nil && env.Method == nil && len(env.ID) > 0 {
+		return env.ID, true
+	}
+	return nil, false
+}
+
+// idLen is the length of the plain string or number id at the start of p,
+// or 0 if it is neither (escapes and other forms take the slow path).
+func idLen(p []byte) int {
+	if len(p) == 0 {
+		return 0
+	}
+	if p[0] == '"' {
+		for i := 1; i < len(p); i++ {
+			switch p[i] {
+			case '"':
+				return i + 1
+			case '\\':
+				return 0
+			}
+			if p[i] < 0x20 {
+				return 0
+			}
+		}
+		return 0
+	}
+	i := 0
+	for i < len(p) && (p[i] == '-' || p[i] >= '0' && p[i] <= '9') {
+		i++
+	}
+	return i
+}
 
 func (f *frameWriter) expect(id json.RawMessage) {
 	f.mu.Lock()
