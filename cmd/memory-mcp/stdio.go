@@ -108,14 +108,19 @@ func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error 
 	// The SDK's decoder is stricter than encoding/json (it caps nesting at
 	// 1,000 levels and wants an error member to be an object), and a line
 	// it cannot decode ends the whole session (go-sdk#1209). Decode with it
-	// here, so such a line is answered and dropped instead.
-	msg, err := jsonrpc.DecodeMessage(line)
-	if err != nil {
-		log.Warn("dropped an input line the protocol decoder refuses", "bytes", len(line))
-		w.errorReply(id, -32600, "Invalid Request")
-		return nil
+	// here, so such a line is answered and dropped instead. A plain request
+	// needs no trial: it passes whatever its params hold, and a trial
+	// allocates two 32 KiB buffers, most of a small call's garbage.
+	if !plainRequest(obj, line) {
+		if _, err := jsonrpc.DecodeMessage(line); err != nil {
+			log.Warn("dropped an input line the protocol decoder refuses", "bytes", len(line))
+			w.errorReply(id, -32600, "Invalid Request")
+			return nil
+		}
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+	// The SDK reads a line with a method as a request, and answers it if
+	// its id is not null.
+	if hasMethod && hasID && string(id) != "null" {
 		w.expect(id)
 	}
 	// line aliases the reader's buffer only until the next read; the pipe
@@ -124,6 +129,54 @@ func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error 
 		return err
 	}
 	return nil
+}
+
+// plainRequest reports whether the SDK's decoder surely takes line, a
+// valid JSON-RPC 2.0 object whose members are obj and whose id is valid:
+// its method is a string, it has no error member, and it nests no deeper
+// than the decoder allows.
+func plainRequest(obj map[string]json.RawMessage, line []byte) bool {
+	m := obj["method"]
+	if len(m) == 0 || m[0] != '"' {
+		return false
+	}
+	if _, ok := obj["error"]; ok {
+		return false
+	}
+	return depthAtMost(line, sdkMaxDepth)
+}
+
+// sdkMaxDepth is the deepest nesting the SDK's decoder accepts.
+const sdkMaxDepth = 1000
+
+// depthAtMost reports whether the objects and arrays of the valid JSON in
+// b nest at most max levels deep.
+func depthAtMost(b []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > max {
+				return false
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return true
 }
 
 // maxExactID is the largest integer id the SDK answers with unchanged: it

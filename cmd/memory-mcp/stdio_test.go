@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,3 +119,83 @@ func BenchmarkFrameWriter(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkForward checks one tools/call line on its way to the SDK.
+func BenchmarkForward(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"memory_search","arguments":{"query":"how do we run the integration tests","limit":10}}}`)
+	w := &frameWriter{w: discard{}, pending: map[string]bool{}}
+	log := slog.New(slog.DiscardHandler)
+	buf := make([]byte, 0, 1024)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = append(buf[:0], line...)
+		if err := forward(buf, discard{}, w, log); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestPlainRequestsDecode holds plainRequest to the SDK's decoder: every
+// line it lets through without a trial decodes there as a request, and
+// the lines it sends to a trial include those the decoder refuses.
+func TestPlainRequestsDecode(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"memory_read","arguments":{"key":"k"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping","params":5}`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping","params":[1,2,{"a":null}]}`,
+		`{"jsonrpc":"2.0","id":4,"method":"","params":{}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping","params":{"s":"\ud800 \u0000 \\\" [[[[ {{{"}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"ping","params":{"n":1e400,"m":-0.0e-7}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ping","params":` + nest(998) + `}`,
+		`{"jsonrpc":"2.0","id":8,"method":"ping","params":` + nest(999) + `}`,
+		`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + nest(1000) + `}`,
+		`{"jsonrpc":"2.0","id":10,"method":"ping","params":{"s":"` + strings.Repeat("[", 2000) + `"}}`,
+		`{"jsonrpc":"2.0","id":11,"method":null,"result":{}}`,
+		`{"jsonrpc":"2.0","id":12,"method":7}`,
+		`{"jsonrpc":"2.0","id":13,"method":"ping","error":5}`,
+		`{"jsonrpc":"2.0","id":14,"error":{"code":"x","message":7}}`,
+		`{"jsonrpc":"2.0","id":15,"result":{}}`,
+		`{"jsonrpc":"2.0","id":16,"id":17,"method":"ping","method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":18,"method":"ping","result":{},"extra":[1]}`,
+		` {"jsonrpc" : "2.0" , "id" : 19 , "method" : "ping" } `,
+	}
+	plain := 0
+	for _, line := range lines {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("%.60s: %v", line, err)
+		}
+		msg, err := jsonrpc.DecodeMessage([]byte(line))
+		if !plainRequest(obj, []byte(line)) {
+			continue
+		}
+		plain++
+		if err != nil {
+			t.Errorf("%.60s: taken without a trial, but the SDK refuses it: %v", line, err)
+			continue
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			t.Errorf("%.60s: the SDK reads %T, not a request", line, msg)
+			continue
+		}
+		if want := string(obj["id"]) != "null" && obj["id"] != nil; req.ID.IsValid() != want {
+			t.Errorf("%.60s: id valid %v, want %v", line, req.ID.IsValid(), want)
+		}
+	}
+	if plain < 12 {
+		t.Fatalf("only %d lines taken without a trial", plain)
+	}
+	for _, line := range []string{`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + nest(1000) + `}`, `{"jsonrpc":"2.0","id":13,"method":"ping","error":5}`} {
+		var obj map[string]json.RawMessage
+		json.Unmarshal([]byte(line), &obj)
+		if plainRequest(obj, []byte(line)) {
+			t.Errorf("%.60s: taken without a trial", line)
+		}
+	}
+}
