@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,54 +14,105 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestAnswerID holds the quick reading of outgoing frames to the full
-// decode: every frame is classified the same way, with the same id.
-func TestAnswerID(t *testing.T) {
-	frames := []string{
-		`{"jsonrpc":"2.0","id":1,"result":{}}`,
-		`{"jsonrpc":"2.0","id":-42,"result":{"content":[{"type":"text","text":"\"id\":9"}]}}`,
-		`{"jsonrpc":"2.0","id":"abc","error":{"code":-32600,"message":"Invalid Request"}}`,
-		`{"jsonrpc":"2.0","id":"a\"b","result":{}}`,
-		`{"jsonrpc":"2.0","id":"a\u0041","result":{}}`,
-		`{"jsonrpc":"2.0","id":1.5,"result":{}}`,
-		`{"jsonrpc":"2.0","id":1e3,"result":{}}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`,
-		`{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":{}}`,
-		`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"memory://index"}}`,
-		`{"id":3,"jsonrpc":"2.0","result":{}}`,
-		`{"jsonrpc":"2.0","id":3,"params":{},"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":"","result":{}}`,
-		"  {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n",
+// TestPlainMessagesDecodeAlike holds the filter's own decoding to the
+// SDK's decoder: every line it decodes itself, the SDK takes too, and
+// reads as the same request; the lines it leaves to the SDK include those
+// the SDK refuses.
+func TestPlainMessagesDecodeAlike(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"memory_read","arguments":{"key":"k"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":-9007199254740992,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"\u00e9\"","method":"ping"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping","params":5}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping","params":null}`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping","params":[1,2,{"a":null}]}`,
+		`{"jsonrpc":"2.0","id":4,"method":"","params":{}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping","params":{"s":"\ud800 \u0000 \\\" [[[[ {{{"}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"ping","params":{"n":1e400,"m":-0.0e-7}}`,
+		`{"jsonrpc":"2.0","id":7,"method":"ping","params":{"a":` + nest(998) + `}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"ping","params":{"a":` + nest(999) + `}}`,
+		`{"jsonrpc":"2.0","id":10,"method":"ping","params":{"s":"` + strings.Repeat("[", 2000) + `"}}`,
+		`{"jsonrpc":"2.0","id":11,"method":null,"result":{}}`,
+		`{"jsonrpc":"2.0","id":12,"method":7}`,
+		`{"jsonrpc":"2.0","id":12,"method":"p\u0069ng"}`,
+		`{"jsonrpc":"2.0","id":13,"method":"ping","error":5}`,
+		`{"jsonrpc":"2.0","id":14,"error":{"code":"x","message":7}}`,
+		`{"jsonrpc":"2.0","id":15,"result":{}}`,
+		`{"jsonrpc":"2.0","id":16,"id":17,"method":"ping","method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":18,"method":"ping","result":{},"extra":[1]}`,
+		` {"jsonrpc" : "2.0" , "id" : 19 , "method" : "ping" , "params" : { "a" : 1 } } `,
 	}
-	for _, f := range frames {
-		got, ok := answerID([]byte(f))
-		var env envelope
-		wantOK := json.Unmarshal(bytes.TrimSpace([]byte(f)), &env) == nil && env.Method == nil && len(env.ID) > 0
-		if ok != wantOK {
-			t.Errorf("%s: answer %v, want %v", f, ok, wantOK)
+	plain := 0
+	for _, line := range lines {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Fatalf("%.60s: %v", line, err)
+		}
+		got, ok := plainMessage(obj, []byte(line))
+		if !ok {
 			continue
 		}
-		if ok && canonicalID(got) != canonicalID(env.ID) {
-			t.Errorf("%s: id %s, want %s", f, got, env.ID)
+		plain++
+		msg, err := jsonrpc.DecodeMessage([]byte(line))
+		if err != nil {
+			t.Errorf("%.60s: decoded here, but the SDK refuses it: %v", line, err)
+			continue
+		}
+		want, ok := msg.(*jsonrpc.Request)
+		if !ok {
+			t.Errorf("%.60s: the SDK reads %T, not a request", line, msg)
+			continue
+		}
+		if got.Method != want.Method || got.ID != want.ID || !bytes.Equal(compact(t, got.Params), compact(t, want.Params)) {
+			t.Errorf("%.60s: read as %q %v %s, the SDK reads %q %v %s", line, got.Method, got.ID.Raw(), got.Params, want.Method, want.ID.Raw(), want.Params)
+		}
+	}
+	if plain < 12 {
+		t.Fatalf("only %d lines decoded here", plain)
+	}
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":9,"method":"ping","params":{"a":` + nest(1000) + `}}`,
+		`{"jsonrpc":"2.0","id":13,"method":"ping","error":5}`,
+		`{"jsonrpc":"2.0","id":2,"method":"ping","params":5}`,
+	} {
+		var obj map[string]json.RawMessage
+		json.Unmarshal([]byte(line), &obj)
+		if _, ok := plainMessage(obj, []byte(line)); ok {
+			t.Errorf("%.60s: decoded here, not by the SDK", line)
 		}
 	}
 }
 
-// TestFrameWriterSettlesSDKAnswers drives the SDK's own encoder: each
-// answer it writes settles the request it answers, and nothing else.
-func TestFrameWriterSettlesSDKAnswers(t *testing.T) {
-	var out bytes.Buffer
-	w := &frameWriter{w: &out, pending: map[string]bool{}}
-	for _, id := range []string{`1`, `"one"`, `2`} {
-		w.expect(json.RawMessage(id))
+func compact(t *testing.T, raw json.RawMessage) []byte {
+	t.Helper()
+	if raw == nil {
+		return nil
 	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestStdioConnSettlesAnswers writes through the connection as the SDK
+// does: each answer settles the request it answers, and nothing else, and
+// drain returns once the last is written.
+func TestStdioConnSettlesAnswers(t *testing.T) {
+	var out bytes.Buffer
+	c := newStdioConn(&out)
+	for _, id := range []string{`1`, `"one"`, `2`} {
+		c.expect(json.RawMessage(id))
+	}
+	ctx := context.Background()
 	write := func(msg jsonrpc.Message) {
 		t.Helper()
-		b, err := jsonrpc.EncodeMessage(msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
+		if err := c.Write(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,18 +123,24 @@ func TestFrameWriterSettlesSDKAnswers(t *testing.T) {
 	res, _ := json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"jsonrpc":"2.0","id":2,"result":{}}`}}})
 	write(&jsonrpc.Response{ID: id1, Result: res})
 	write(&jsonrpc.Response{ID: idOne, Error: &jsonrpc.Error{Code: 1, Message: "no"}})
-	w.mu.Lock()
-	pending := len(w.pending)
-	still := w.pending[canonicalID(json.RawMessage(`2`))]
-	w.mu.Unlock()
+	c.mu.Lock()
+	pending := len(c.pending)
+	still := c.pending[canonicalID(json.RawMessage(`2`))]
+	c.mu.Unlock()
 	if pending != 1 || !still {
-		t.Fatalf("pending %v, want only id 2", w.pending)
+		t.Fatalf("pending %v, want only id 2", c.pending)
 	}
-	if n := bytes.Count(out.Bytes(), []byte("\n")); n != 3 {
-		t.Fatalf("%d frames written, want 3", n)
+	frames := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(frames) != 3 {
+		t.Fatalf("%d frames written, want 3", len(frames))
+	}
+	for _, f := range frames {
+		if _, err := jsonrpc.DecodeMessage([]byte(f)); err != nil {
+			t.Fatalf("frame %s: %v", f, err)
+		}
 	}
 	done := make(chan struct{})
-	go func() { w.drain(time.Minute); close(done) }()
+	go func() { c.drain(time.Minute); close(done) }()
 	write(&jsonrpc.Response{ID: id2, Result: json.RawMessage(`{}`)})
 	select {
 	case <-done:
@@ -90,9 +149,67 @@ func TestFrameWriterSettlesSDKAnswers(t *testing.T) {
 	}
 }
 
-// BenchmarkFrameWriter writes a search-sized answer through the writer
-// that tracks pending requests.
-func BenchmarkFrameWriter(b *testing.B) {
+// TestStdioConnEnds: the SDK's reader sees every message delivered, then
+// the end of the input, or the error that ended it; Close unblocks it.
+func TestStdioConnEnds(t *testing.T) {
+	c := newStdioConn(io.Discard)
+	go func() {
+		c.deliver(&jsonrpc.Request{Method: "a"})
+		c.deliver(&jsonrpc.Request{Method: "b"})
+		c.end(nil)
+	}()
+	ctx := context.Background()
+	for _, want := range []string{"a", "b"} {
+		msg, err := c.Read(ctx)
+		if err != nil || msg.(*jsonrpc.Request).Method != want {
+			t.Fatalf("read %v, %v; want %s", msg, err, want)
+		}
+	}
+	if _, err := c.Read(ctx); err != io.EOF {
+		t.Fatalf("after the input: %v, want EOF", err)
+	}
+	c = newStdioConn(io.Discard)
+	c.end(io.ErrUnexpectedEOF)
+	if _, err := c.Read(ctx); err != io.ErrUnexpectedEOF {
+		t.Fatalf("after a failed read: %v", err)
+	}
+	c = newStdioConn(io.Discard)
+	go func() { time.Sleep(10 * time.Millisecond); c.Close() }()
+	if _, err := c.Read(ctx); err != io.EOF {
+		t.Fatalf("after Close: %v, want EOF", err)
+	}
+	if err := c.deliver(&jsonrpc.Request{Method: "late"}); err == nil {
+		t.Fatal("delivered after Close")
+	}
+}
+
+// BenchmarkForward checks and decodes one tools/call line on its way to
+// the SDK.
+func BenchmarkForward(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"memory_search","arguments":{"query":"how do we run the integration tests","limit":10}}}`)
+	c := newStdioConn(io.Discard)
+	go func() {
+		for {
+			if _, err := c.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	b.Cleanup(func() { c.Close() })
+	log := slog.New(slog.DiscardHandler)
+	buf := make([]byte, 0, 1024)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = append(buf[:0], line...)
+		if err := forward(buf, c, log); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStdioWrite writes a search-sized answer through the connection.
+func BenchmarkStdioWrite(b *testing.B) {
 	hits := make([]map[string]any, 10)
 	for i := range hits {
 		hits[i] = map[string]any{"id": "01JABCDEFGHJKMNPQRSTVWXYZ", "key": "some-key", "type": "semantic", "scope": "project",
@@ -102,100 +219,15 @@ func BenchmarkFrameWriter(b *testing.B) {
 	}
 	res, _ := json.Marshal(map[string]any{"structuredContent": map[string]any{"results": hits}})
 	id, _ := jsonrpc.MakeID(float64(1))
-	frame, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: res})
-	if err != nil {
-		b.Fatal(err)
-	}
-	frame = append(frame, '\n')
-	w := &frameWriter{w: discard{}, pending: map[string]bool{}}
-	b.SetBytes(int64(len(frame)))
+	msg := &jsonrpc.Response{ID: id, Result: res}
+	c := newStdioConn(io.Discard)
+	ctx := context.Background()
+	b.SetBytes(int64(len(res)))
 	b.ReportAllocs()
 	for b.Loop() {
-		w.expect(json.RawMessage(`1`))
-		w.Write(frame)
-	}
-}
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
-// BenchmarkForward checks one tools/call line on its way to the SDK.
-func BenchmarkForward(b *testing.B) {
-	line := []byte(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"memory_search","arguments":{"query":"how do we run the integration tests","limit":10}}}`)
-	w := &frameWriter{w: discard{}, pending: map[string]bool{}}
-	log := slog.New(slog.DiscardHandler)
-	buf := make([]byte, 0, 1024)
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = append(buf[:0], line...)
-		if err := forward(buf, discard{}, w, log); err != nil {
+		c.expect(json.RawMessage(`1`))
+		if err := c.Write(ctx, msg); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// TestPlainRequestsDecode holds plainRequest to the SDK's decoder: every
-// line it lets through without a trial decodes there as a request, and
-// the lines it sends to a trial include those the decoder refuses.
-func TestPlainRequestsDecode(t *testing.T) {
-	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
-	lines := []string{
-		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"memory_read","arguments":{"key":"k"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":null,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":2,"method":"ping","params":5}`,
-		`{"jsonrpc":"2.0","id":3,"method":"ping","params":[1,2,{"a":null}]}`,
-		`{"jsonrpc":"2.0","id":4,"method":"","params":{}}`,
-		`{"jsonrpc":"2.0","id":5,"method":"ping","params":{"s":"\ud800 \u0000 \\\" [[[[ {{{"}}`,
-		`{"jsonrpc":"2.0","id":6,"method":"ping","params":{"n":1e400,"m":-0.0e-7}}`,
-		`{"jsonrpc":"2.0","id":7,"method":"ping","params":` + nest(998) + `}`,
-		`{"jsonrpc":"2.0","id":8,"method":"ping","params":` + nest(999) + `}`,
-		`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + nest(1000) + `}`,
-		`{"jsonrpc":"2.0","id":10,"method":"ping","params":{"s":"` + strings.Repeat("[", 2000) + `"}}`,
-		`{"jsonrpc":"2.0","id":11,"method":null,"result":{}}`,
-		`{"jsonrpc":"2.0","id":12,"method":7}`,
-		`{"jsonrpc":"2.0","id":13,"method":"ping","error":5}`,
-		`{"jsonrpc":"2.0","id":14,"error":{"code":"x","message":7}}`,
-		`{"jsonrpc":"2.0","id":15,"result":{}}`,
-		`{"jsonrpc":"2.0","id":16,"id":17,"method":"ping","method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":18,"method":"ping","result":{},"extra":[1]}`,
-		` {"jsonrpc" : "2.0" , "id" : 19 , "method" : "ping" } `,
-	}
-	plain := 0
-	for _, line := range lines {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(line), &obj); err != nil {
-			t.Fatalf("%.60s: %v", line, err)
-		}
-		msg, err := jsonrpc.DecodeMessage([]byte(line))
-		if !plainRequest(obj, []byte(line)) {
-			continue
-		}
-		plain++
-		if err != nil {
-			t.Errorf("%.60s: taken without a trial, but the SDK refuses it: %v", line, err)
-			continue
-		}
-		req, ok := msg.(*jsonrpc.Request)
-		if !ok {
-			t.Errorf("%.60s: the SDK reads %T, not a request", line, msg)
-			continue
-		}
-		if want := string(obj["id"]) != "null" && obj["id"] != nil; req.ID.IsValid() != want {
-			t.Errorf("%.60s: id valid %v, want %v", line, req.ID.IsValid(), want)
-		}
-	}
-	if plain < 12 {
-		t.Fatalf("only %d lines taken without a trial", plain)
-	}
-	for _, line := range []string{`{"jsonrpc":"2.0","id":9,"method":"ping","params":` + nest(1000) + `}`, `{"jsonrpc":"2.0","id":13,"method":"ping","error":5}`} {
-		var obj map[string]json.RawMessage
-		json.Unmarshal([]byte(line), &obj)
-		if plainRequest(obj, []byte(line)) {
-			t.Errorf("%.60s: taken without a trial", line)
 		}
 	}
 }
