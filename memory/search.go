@@ -276,20 +276,30 @@ func preview(r Record, terms []string, words map[string]string) string {
 	text = strings.TrimLeftFunc(text, unicode.IsSpace)
 	at := -1
 	if len(terms) > 0 {
-		lower := strings.ToLower(text)
+		probes := make([]string, 0, 2*len(terms))
+		ascii := true
 		for _, t := range terms {
 			for _, probe := range [2]string{strings.ToLower(words[t]), t} {
-				if probe == "" {
-					continue
+				if probe != "" {
+					probes = append(probes, probe)
+					ascii = ascii && isASCII(probe)
 				}
-				// Only the text before the earliest match so far.
-				in := lower
-				if at >= 0 {
-					in = lower[:min(at+len(probe), len(lower))]
-				}
-				if i := strings.Index(in, probe); i >= 0 && (at < 0 || i < at) {
-					at = i
-				}
+			}
+		}
+		// ASCII words are found in the body as it is, ignoring case, without
+		// a folded copy of the whole body.
+		lower, index := text, indexFoldASCII
+		if !ascii {
+			lower, index = strings.ToLower(text), strings.Index
+		}
+		for _, probe := range probes {
+			// Only the text before the earliest match so far.
+			in := lower
+			if at >= 0 {
+				in = lower[:min(at+len(probe), len(lower))]
+			}
+			if i := index(in, probe); i >= 0 && (at < 0 || i < at) {
+				at = i
 			}
 		}
 		if len(lower) != len(text) {
@@ -337,4 +347,68 @@ func preview(r Record, terms []string, words map[string]string) string {
 		b.WriteString("…")
 	}
 	return b.String()
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// indexFoldASCII is the index of the first instance of probe, a lower-case
+// ASCII word, in s, with ASCII letters of s compared in either case.
+func indexFoldASCII(s, probe string) int {
+	if probe == "" {
+		return 0
+	}
+	first, firstUp := probe[0], probe[0]
+	if 'a' <= first && first <= 'z' {
+		firstUp = first - 'a' + 'A'
+	}
+	end := len(s) - len(probe) // the last index probe may start at
+	// The next index at or after i holding first, and firstUp; -1 if none
+	// is left. Each is searched for again only once i has passed it.
+	lo, up := -2, -2
+	next := func(c byte, from int) int {
+		if k := strings.IndexByte(s[from:end+1], c); k >= 0 {
+			return from + k
+		}
+		return -1
+	}
+	for i := 0; i <= end; {
+		if lo != -1 && lo < i {
+			lo = next(first, i)
+		}
+		if firstUp == first {
+			up = lo
+		} else if up != -1 && up < i {
+			up = next(firstUp, i)
+		}
+		switch {
+		case lo < 0 && up < 0:
+			return -1
+		case lo < 0 || up >= 0 && up < lo:
+			i = up
+		default:
+			i = lo
+		}
+		j := 1
+		for ; j < len(probe); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != probe[j] {
+				break
+			}
+		}
+		if j == len(probe) {
+			return i
+		}
+		i++
+	}
+	return -1
 }

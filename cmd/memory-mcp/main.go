@@ -22,15 +22,47 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
+// profileEnv names a file to write a CPU profile of the whole run to, for
+// finding where a call's time goes under load; it is written when the
+// command ends (for the stdio server, when its input closes).
+const profileEnv = "MEMORY_MCP_CPUPROFILE"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	endProfile := startProfile(os.Getenv(profileEnv))
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	endProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "memory-mcp:", err)
 		os.Exit(1)
+	}
+}
+
+// startProfile starts a CPU profile into path, if path is set, and returns
+// what stops it. Failures go to stderr: stdout carries only protocol frames.
+func startProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memory-mcp: cpu profile:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "memory-mcp: cpu profile:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "memory-mcp: cpu profile:", err)
+		}
 	}
 }

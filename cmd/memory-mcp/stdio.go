@@ -23,25 +23,25 @@ const maxLine = 16 << 20
 
 // serveStdio runs s over in and out. Input is read line by line here, not by
 // the SDK, because one malformed line would end the SDK's session: lines that
-// are not JSON-RPC are answered with an error and dropped, the rest go on.
-// When in ends, it waits for answers to requests already received.
+// are not JSON-RPC are answered with an error and dropped, the rest go on,
+// decoded already, so the SDK does not parse them again. When in ends, it
+// waits for answers to requests already received.
 func serveStdio(ctx context.Context, s *mcp.Server, in io.Reader, out io.Writer, log *slog.Logger) error {
-	pr, pw := io.Pipe()
-	w := &frameWriter{w: out, pending: map[string]bool{}}
+	c := newStdioConn(out)
 	go func() {
-		err := filterLines(in, pw, w, log)
-		w.drain(10 * time.Second)
-		pw.CloseWithError(err)
+		err := filterLines(in, c, log)
+		c.drain(10 * time.Second)
+		c.end(err)
 	}()
-	err := s.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: w})
-	pr.Close()
+	err := s.Run(ctx, c)
+	c.Close()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 		return nil
 	}
 	return err
 }
 
-func filterLines(in io.Reader, pw io.Writer, w *frameWriter, log *slog.Logger) error {
+func filterLines(in io.Reader, c *stdioConn, log *slog.Logger) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	var line []byte
 	tooLong := false
@@ -58,8 +58,8 @@ func filterLines(in io.Reader, pw io.Writer, w *frameWriter, log *slog.Logger) e
 		}
 		if tooLong {
 			log.Warn("dropped an input line over the size limit", "limit", maxLine)
-			w.errorReply(nil, -32600, "Invalid Request: message larger than 16 MiB")
-		} else if werr := forward(bytes.TrimRight(line, "\r\n"), pw, w, log); werr != nil {
+			c.errorReply(nil, -32600, "Invalid Request: message larger than 16 MiB")
+		} else if werr := forward(bytes.TrimRight(line, "\r\n"), c, log); werr != nil {
 			return werr
 		}
 		line, tooLong = line[:0], false
@@ -72,13 +72,15 @@ func filterLines(in io.Reader, pw io.Writer, w *frameWriter, log *slog.Logger) e
 	}
 }
 
-func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error {
+// forward checks one line and hands the message in it to the SDK. Nothing
+// handed on aliases line, which the next read overwrites.
+func forward(line []byte, c *stdioConn, log *slog.Logger) error {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil
 	}
 	if !utf8.Valid(line) || !json.Valid(line) {
 		log.Warn("dropped an input line that is not JSON", "bytes", len(line))
-		w.errorReply(nil, -32700, "Parse error")
+		c.errorReply(nil, -32700, "Parse error")
 		return nil
 	}
 	// Member names are matched exactly, as the SDK's decoder does: a struct
@@ -87,7 +89,7 @@ func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error 
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
 		log.Warn("dropped an input line that is not a JSON-RPC object", "bytes", len(line))
-		w.errorReply(nil, -32600, "Invalid Request: want one JSON-RPC 2.0 object per line")
+		c.errorReply(nil, -32600, "Invalid Request: want one JSON-RPC 2.0 object per line")
 		return nil
 	}
 	var version string
@@ -102,28 +104,111 @@ func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error 
 	_, hasError := obj["error"]
 	if version != "2.0" || !(hasMethod || hasResult || hasError) || (hasID && id == nil) {
 		log.Warn("dropped an input line that is not JSON-RPC 2.0", "bytes", len(line))
-		w.errorReply(id, -32600, "Invalid Request")
+		c.errorReply(id, -32600, "Invalid Request")
 		return nil
 	}
-	// The SDK's decoder is stricter than encoding/json (it caps nesting at
-	// 1,000 levels and wants an error member to be an object), and a line
-	// it cannot decode ends the whole session (go-sdk#1209). Decode with it
-	// here, so such a line is answered and dropped instead.
-	msg, err := jsonrpc.DecodeMessage(line)
-	if err != nil {
-		log.Warn("dropped an input line the protocol decoder refuses", "bytes", len(line))
-		w.errorReply(id, -32600, "Invalid Request")
-		return nil
+	var msg jsonrpc.Message
+	if req, ok := plainMessage(obj, line); ok {
+		msg = req
+	} else {
+		// The SDK's decoder is stricter than encoding/json (it caps nesting
+		// at 1,000 levels and wants an error member to be an object), and a
+		// message it cannot decode ends the whole session (go-sdk#1209).
+		// Anything but a plain request is decoded with it here, so such a
+		// line is answered and dropped instead.
+		var err error
+		if msg, err = jsonrpc.DecodeMessage(bytes.Clone(line)); err != nil {
+			log.Warn("dropped an input line the protocol decoder refuses", "bytes", len(line))
+			c.errorReply(id, -32600, "Invalid Request")
+			return nil
+		}
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-		w.expect(id)
+		c.expect(id)
 	}
-	// line aliases the reader's buffer only until the next read; the pipe
-	// write completes before that.
-	if _, err := pw.Write(append(line, '\n')); err != nil {
-		return err
+	return c.deliver(msg)
+}
+
+// plainMessage builds the request in line, whose members are obj, when the
+// SDK's decoder surely reads it the same way: a JSON-RPC 2.0 object with a
+// valid id (both checked already), a method that is a string without
+// escapes, params that are absent or an object, no error member, and no
+// nesting deeper than the decoder allows.
+func plainMessage(obj map[string]json.RawMessage, line []byte) (*jsonrpc.Request, bool) {
+	m := obj["method"]
+	if len(m) < 2 || m[0] != '"' || bytes.IndexByte(m, '\\') >= 0 {
+		return nil, false
 	}
-	return nil
+	if _, ok := obj["error"]; ok {
+		return nil, false
+	}
+	params, hasParams := obj["params"]
+	if hasParams && (len(params) == 0 || params[0] != '{') {
+		return nil, false
+	}
+	if !depthAtMost(line, sdkMaxDepth) {
+		return nil, false
+	}
+	req := &jsonrpc.Request{Method: string(m[1 : len(m)-1]), Params: params}
+	if raw, ok := obj["id"]; ok && string(raw) != "null" {
+		var v any
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		if d.Decode(&v) != nil {
+			return nil, false
+		}
+		// As the SDK does: a number as a float64 (validID allows only
+		// those it holds exactly), then an integer.
+		var err error
+		switch v := v.(type) {
+		case string:
+			req.ID, err = jsonrpc.MakeID(v)
+		case json.Number:
+			var n int64
+			if n, err = strconv.ParseInt(string(v), 10, 64); err == nil {
+				req.ID, err = jsonrpc.MakeID(float64(n))
+			}
+		default:
+			return nil, false
+		}
+		if err != nil {
+			return nil, false
+		}
+	}
+	return req, true
+}
+
+// sdkMaxDepth is the deepest nesting the SDK's decoder accepts.
+const sdkMaxDepth = 1000
+
+// depthAtMost reports whether the objects and arrays of the valid JSON in
+// b nest at most max levels deep.
+func depthAtMost(b []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > max {
+				return false
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return true
 }
 
 // maxExactID is the largest integer id the SDK answers with unchanged: it
@@ -151,54 +236,114 @@ func validID(raw json.RawMessage) bool {
 	return false
 }
 
-// envelope is just enough of an outgoing JSON-RPC message to tell an
-// answer from a request.
-type envelope struct {
-	ID     json.RawMessage `json:"id"`
-	Method *string         `json:"method"`
-}
-
-// frameWriter serialises every frame written to stdout, the SDK's and the
-// filter's own, and tracks which requests still await an answer.
-type frameWriter struct {
+// stdioConn is the SDK's connection over stdin and stdout: messages come
+// from the line filter, decoded; every frame written to stdout, the SDK's
+// and the filter's own, goes through it one at a time, and it tracks which
+// requests still await an answer.
+type stdioConn struct {
 	mu      sync.Mutex
-	w       io.Writer
+	out     io.Writer
 	pending map[string]bool
 	idle    chan struct{}
+
+	in     chan jsonrpc.Message
+	ended  chan struct{} // closed when the input is over
+	endErr error         // why, nil at its end
+	closed chan struct{}
+	once   sync.Once
 }
 
-func (f *frameWriter) Write(p []byte) (int, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var env envelope
-	if json.Unmarshal(bytes.TrimSpace(p), &env) == nil && env.Method == nil && len(env.ID) > 0 {
-		delete(f.pending, canonicalID(env.ID))
-		if len(f.pending) == 0 && f.idle != nil {
-			close(f.idle)
-			f.idle = nil
-		}
+func newStdioConn(out io.Writer) *stdioConn {
+	return &stdioConn{out: out, pending: map[string]bool{}, in: make(chan jsonrpc.Message),
+		ended: make(chan struct{}), closed: make(chan struct{})}
+}
+
+// Connect makes c its own transport: a stdio server has one session.
+func (c *stdioConn) Connect(context.Context) (mcp.Connection, error) { return c, nil }
+
+// deliver hands msg to the SDK's reader.
+func (c *stdioConn) deliver(msg jsonrpc.Message) error {
+	select {
+	case c.in <- msg:
+		return nil
+	case <-c.closed:
+		return io.ErrClosedPipe
 	}
-	return f.w.Write(p)
 }
 
-func (f *frameWriter) Close() error { return nil }
+// end tells the reader that no more messages come, and why: err, or the
+// end of the input if nil.
+func (c *stdioConn) end(err error) {
+	if err == nil {
+		err = io.EOF
+	}
+	c.endErr = err
+	close(c.ended)
+}
 
-func (f *frameWriter) expect(id json.RawMessage) {
-	f.mu.Lock()
-	f.pending[canonicalID(id)] = true
-	f.mu.Unlock()
+func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case msg := <-c.in:
+		return msg, nil
+	case <-c.ended:
+		return nil, c.endErr
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := msg.(*jsonrpc.Response); ok && r.ID.IsValid() {
+		c.settle(r.ID)
+	}
+	_, err = c.out.Write(append(data, '\n'))
+	return err
+}
+
+func (c *stdioConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return nil
+}
+
+func (c *stdioConn) SessionID() string { return "" }
+
+// settle marks the request with id answered. c.mu must be held.
+func (c *stdioConn) settle(id jsonrpc.ID) {
+	b, _ := json.Marshal(id.Raw())
+	delete(c.pending, canonicalID(b))
+	if len(c.pending) == 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+}
+
+func (c *stdioConn) expect(id json.RawMessage) {
+	c.mu.Lock()
+	c.pending[canonicalID(id)] = true
+	c.mu.Unlock()
 }
 
 // drain waits until every request received has been answered, or timeout.
-func (f *frameWriter) drain(timeout time.Duration) {
-	f.mu.Lock()
-	if len(f.pending) == 0 {
-		f.mu.Unlock()
+func (c *stdioConn) drain(timeout time.Duration) {
+	c.mu.Lock()
+	if len(c.pending) == 0 {
+		c.mu.Unlock()
 		return
 	}
 	ch := make(chan struct{})
-	f.idle = ch
-	f.mu.Unlock()
+	c.idle = ch
+	c.mu.Unlock()
 	select {
 	case <-ch:
 	case <-time.After(timeout):
@@ -214,7 +359,7 @@ func canonicalID(raw json.RawMessage) string {
 	return string(b)
 }
 
-func (f *frameWriter) errorReply(id json.RawMessage, code int, msg string) {
+func (c *stdioConn) errorReply(id json.RawMessage, code int, msg string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
@@ -229,7 +374,7 @@ func (f *frameWriter) errorReply(id json.RawMessage, code int, msg string) {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	}{code, msg}})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.w.Write(append(b, '\n'))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out.Write(append(b, '\n'))
 }

@@ -1,0 +1,61 @@
+package memory
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// BenchmarkPreview builds the excerpt of one hit whose body is about 2 KB,
+// its match near the end.
+func BenchmarkPreview(b *testing.B) {
+	body := strings.Repeat("Run the fixtures before the suite; the database is reset between packages. ", 25) + "The integration tests need Docker."
+	r := Record{Body: body}
+	terms := []string{"integr", "test"}
+	words := map[string]string{"integr": "integration", "test": "tests"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if p := preview(r, terms, words); !strings.Contains(p, "integration") {
+			b.Fatalf("preview %q", p)
+		}
+	}
+}
+
+// TestIndexFoldASCII holds the excerpt's search for ASCII words to a search
+// in a lower-cased copy of the body, on many random texts and words.
+func TestIndexFoldASCII(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := "aAbBtTiI -\\n"
+	for n := 0; n < 20000; n++ {
+		s := make([]byte, rng.IntN(40))
+		for i := range s {
+			s[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		p := make([]byte, 1+rng.IntN(4))
+		for i := range p {
+			p[i] = "abti -"[rng.IntN(6)]
+		}
+		if got, want := indexFoldASCII(string(s), string(p)), strings.Index(strings.ToLower(string(s)), string(p)); got != want {
+			t.Fatalf("indexFoldASCII(%q, %q) = %d, want %d", s, p, got, want)
+		}
+	}
+	if got := indexFoldASCII("abc", ""); got != 0 {
+		t.Fatalf("empty probe: %d", got)
+	}
+}
+
+// TestPreviewFindsWordsInAnyCase: the excerpt starts near the first match of
+// a query word whatever its case in the body, for ASCII and other words.
+func TestPreviewFindsWordsInAnyCase(t *testing.T) {
+	pad := strings.Repeat("filler words that match nothing at all. ", 10)
+	for _, tc := range []struct{ body, term, word, want string }{
+		{pad + "The INTEGRATION Tests need Docker.", "integr", "integration", "INTEGRATION Tests"},
+		{pad + "Die Prüfung ÜBER alles.", "uber", "über", "ÜBER alles"},
+		{pad + "run make test", "test", "TEST", "make test"},
+	} {
+		p := preview(Record{Body: tc.body}, []string{tc.term}, map[string]string{tc.term: tc.word})
+		if !strings.Contains(p, tc.want) || !strings.HasPrefix(p, "…") {
+			t.Errorf("preview of %q for %q: %q", tc.body[len(pad):], tc.word, p)
+		}
+	}
+}
