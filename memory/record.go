@@ -231,6 +231,10 @@ type Error struct {
 	Code  Code
 	Field string
 	Msg   string
+	// Unsynced marks a conflict that is only a markdown file changed
+	// after the last sync looked at it: once a sync has imported the
+	// change, the same call may go through.
+	Unsynced bool
 }
 
 func (e *Error) Error() string {

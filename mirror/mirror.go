@@ -334,7 +334,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	} else if last != nil {
 		// Removed (or renamed) since the last sync: writing it again
 		// would undo that.
-		return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name))
+		return memory.FileState{}, nil, unsynced(memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name)))
 	}
 
 	tmp, err := writeTemp(r, name, data, perm, keepPerm)
@@ -350,7 +350,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		if err := r.Link(name, aside); err != nil {
 			r.Remove(tmp)
 			if errors.Is(err, fs.ErrNotExist) {
-				return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name))
+				return memory.FileState{}, nil, unsynced(memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name)))
 			}
 			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
@@ -384,7 +384,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed by hand the moment it was written: the removal stands,
 		// and the next sync imports it.
-		return memory.FileState{}, nil, memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name))
+		return memory.FileState{}, nil, unsynced(memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name)))
 	}
 	if err != nil {
 		undo()
@@ -495,6 +495,7 @@ func (d *Dir) at(at, key string) {
 func (d *Dir) edited(op, key string, cur []byte) error {
 	path := relFile(key + ".md")
 	reason := "it changed since the last sync; retry, and the change is imported first"
+	importable := false
 	if _, err := Decode(key, cur); err != nil {
 		reason = "it cannot be imported: " + err.Error()
 	} else {
@@ -503,14 +504,18 @@ func (d *Dir) edited(op, key string, cur []byte) error {
 		d.mu.Unlock()
 		if ok {
 			reason = "it cannot be imported: " + ps.reason
+		} else {
+			importable = true
 		}
 	}
 	verb := "overwrite"
 	if op == "remove" {
 		verb = "delete"
 	}
-	return memory.Errorf(memory.CodeConflict, "", "%s was edited by hand and %s; it was left as it is. The server will not %s a change it has not imported: fix the file so that it imports (or move it out of %s), then retry",
+	err := memory.Errorf(memory.CodeConflict, "", "%s was edited by hand and %s; it was left as it is. The server will not %s a change it has not imported: fix the file so that it imports (or move it out of %s), then retry",
 		path, reason, verb, relDir)
+	err.Unsynced = importable
+	return err
 }
 
 // tempPrefix and tempSuffix frame the names of Write's temporary files: a
@@ -751,4 +756,11 @@ func (d *Dir) holds(stem, want string) bool {
 	}
 	data, err := readRegular(r, name, fi)
 	return err == nil && hash(data) == want
+}
+
+// unsynced marks e as a refusal that a sync resolves: the file changed
+// after the last one looked (see memory.Error.Unsynced).
+func unsynced(e *memory.Error) *memory.Error {
+	e.Unsynced = true
+	return e
 }

@@ -616,12 +616,15 @@ func TestZeroVectorsAnswerByKeyword(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := newEnv(t)
 	e.extra = append(e.extra, "PROMETHEUS_MEMORY_EMBEDDINGS_URL="+srv.URL+"/v1", "PROMETHEUS_MEMORY_EMBEDDINGS_MODEL=zeros")
-	cs, _ := connectLogged(t, e)
+	cs, stderr := connectLogged(t, e)
 	writeFact(t, cs, "shipping-howto", "To ship a release, tag it and run the pipeline.", 0.5)
 	for _, mode := range []string{"semantic", "hybrid"} {
 		r := searchFor(t, cs, map[string]any{"query": "ship release", "mode": mode})
-		if r.Mode != "keyword" || !strings.Contains(r.Note, "all zeros") || len(r.Results) != 1 {
+		if r.Mode != "keyword" || !strings.Contains(r.Note, "could not be used") || len(r.Results) != 1 {
 			t.Errorf("%s: %+v", mode, r)
 		}
+	}
+	if !strings.Contains(stderr.String(), "all zeros") {
+		t.Error("the log does not say why the endpoint could not be used")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -343,9 +344,14 @@ func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, err
 	if err != nil {
 		return "", writeOut{}, err
 	}
-	rec, created, err := srv.app.store.Put(ctx, srv.app.proj, memory.Write{
-		Scope: sc, Type: t, Key: in.Key, Description: in.Description, Body: in.Body, Tags: in.Tags,
-		Confidence: in.Confidence, TTL: life, SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
+	var rec memory.Record
+	var created bool
+	err = srv.again(ctx, &rep, func() (err error) {
+		rec, created, err = srv.app.store.Put(ctx, srv.app.proj, memory.Write{
+			Scope: sc, Type: t, Key: in.Key, Description: in.Description, Body: in.Body, Tags: in.Tags,
+			Confidence: in.Confidence, TTL: life, SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
+		})
+		return err
 	})
 	if err != nil {
 		return "", writeOut{}, err
@@ -392,9 +398,13 @@ func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, 
 	if err != nil {
 		return "", recordOut{}, err
 	}
-	rec, err := srv.app.store.Update(ctx, srv.app.proj, sel, memory.Patch{
-		Body: in.Body, Description: in.Description, Tags: in.Tags, Confidence: in.Confidence,
-		TTL: life, Metadata: in.Metadata,
+	var rec memory.Record
+	err = srv.again(ctx, &rep, func() (err error) {
+		rec, err = srv.app.store.Update(ctx, srv.app.proj, sel, memory.Patch{
+			Body: in.Body, Description: in.Description, Tags: in.Tags, Confidence: in.Confidence,
+			TTL: life, Metadata: in.Metadata,
+		})
+		return err
 	})
 	if err != nil {
 		return "", recordOut{}, err
@@ -413,7 +423,11 @@ func (srv *server) delete(ctx context.Context, in selectIn) (string, deleteOut, 
 	if err != nil {
 		return "", deleteOut{}, err
 	}
-	rec, err := srv.app.store.Delete(ctx, srv.app.proj, sel)
+	var rec memory.Record
+	err = srv.again(ctx, &rep, func() (err error) {
+		rec, err = srv.app.store.Delete(ctx, srv.app.proj, sel)
+		return err
+	})
 	if err != nil {
 		return "", deleteOut{}, err
 	}
@@ -778,4 +792,22 @@ func nonNilStrings(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// again runs a write once more, after another sync, when the first try was
+// refused only because a markdown file changed after the sync before it
+// looked (memory.Error.Unsynced): the change is imported first, as the
+// refusal asks, and what the sync reports replaces rep.
+func (srv *server) again(ctx context.Context, rep *mirror.Report, write func() error) error {
+	err := write()
+	var me *memory.Error
+	if !errors.As(err, &me) || !me.Unsynced {
+		return err
+	}
+	r, serr := srv.sync(ctx)
+	if serr != nil {
+		return err
+	}
+	*rep = r
+	return write()
 }
