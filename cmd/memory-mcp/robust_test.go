@@ -403,7 +403,7 @@ func TestManyServersOneDatabase(t *testing.T) {
 	}
 }
 
-// fullRobust runs the long robustness tests at the size of the brief.
+// fullRobust runs the long robustness tests at their full size.
 var fullRobust = flag.Bool("robust.full", false, "run TestManyServersOneDatabase at full size (8 processes × 500 writes)")
 
 // knownRace reports the symptoms of two races fixed once already: a search
