@@ -120,7 +120,7 @@ func captureText(out captureOut) string {
 		fmt.Fprintf(&b, "- pending: %q (%d of %d sessions)\n", p.Statement, p.Confirmations, p.Needed)
 	}
 	for _, p := range out.Procedures {
-		fmt.Fprintf(&b, "- procedure %s (used %d times)\n", p.Key, p.UseCount)
+		fmt.Fprintf(&b, "- procedure %s (used %s)\n", p.Key, plural(int(p.UseCount), "time", "times"))
 	}
 	for _, r := range out.Refused {
 		fmt.Fprintf(&b, "- refused %s: %s\n", r.Item, r.Reason)

@@ -37,7 +37,7 @@ func runStats(c *cli, args []string) error {
 		}
 		w := c.stdout
 		fmt.Fprintf(w, "database  %s (%s, schema %d)\n", st.Path, size(st.Bytes), st.Schema)
-		fmt.Fprintf(w, "records   %d in %d projects and the shared scopes\n", st.Records, st.Projects)
+		fmt.Fprintf(w, "records   %d in %s and the shared scopes\n", st.Records, plural(int(st.Projects), "project", "projects"))
 		if st.Oldest != nil {
 			fmt.Fprintf(w, "oldest    %s\nnewest    %s\n", st.Oldest.Format(time.RFC3339), st.Newest.Format(time.RFC3339))
 		}
@@ -252,7 +252,7 @@ func runDoctor(c *cli, args []string) error {
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("doctor: %d problems found", bad)
+		return fmt.Errorf("doctor: %s found", plural(bad, "problem", "problems"))
 	}
 	return nil
 }
