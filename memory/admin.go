@@ -352,6 +352,13 @@ var idRE = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z-]{0,63}$`)
 // It returns the error Put would.
 func Check(w Write) error { return validate(&w) }
 
+// Normalize is Check that also returns w as a write would store it: key
+// lower-cased, body, description and tags in their canonical form.
+func Normalize(w Write) (Write, error) {
+	err := validate(&w)
+	return w, err
+}
+
 // ReleaseMissingFiles forgets, for project p, the mirror's record of every
 // file that gone reports missing, so that the next sync writes those files
 // from the records again instead of taking their absence as a deletion.

@@ -3,14 +3,17 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -359,13 +362,8 @@ func runImport(c *cli, args []string) error {
 				res.Moved++
 			}
 			if *dry {
-				err := memory.Check(memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
+				res.dryRun(c.ctx, a.store, into.ID, n, memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
 					Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source, Metadata: rec.Metadata})
-				if err != nil {
-					res.Refused = append(res.Refused, refusal{n, reason(err)})
-				} else {
-					res.Created++
-				}
 				return nil
 			}
 			start := time.Now()
@@ -573,6 +571,28 @@ func replaceFile(db, src, keep string) error {
 
 // count adds one write's outcome: a record whose content did not change
 // keeps its old updated_at.
+// dryRun counts what importing w as line would do, writing nothing: refused,
+// new, or, against the record of the same scope, type and key, updated or
+// unchanged.
+func (res *importResult) dryRun(ctx context.Context, st *memory.Store, p scope.Identity, line int, w memory.Write) {
+	w, err := memory.Normalize(w)
+	if err != nil {
+		res.Refused = append(res.Refused, refusal{line, reason(err)})
+		return
+	}
+	old, err := st.Peek(ctx, p, memory.Selector{Key: w.Key, Type: w.Type, Scope: &w.Scope})
+	switch {
+	case err != nil:
+		res.Created++
+	case old.Description == w.Description && old.Body == w.Body && slices.Equal(old.Tags, w.Tags) &&
+		(w.Confidence == nil || old.Confidence == *w.Confidence) && (w.SessionID == "" || old.SessionID == w.SessionID) &&
+		maps.Equal(old.Metadata, w.Metadata):
+		res.Unchanged++
+	default:
+		res.Updated++
+	}
+}
+
 func (res *importResult) count(line int, got memory.Record, created bool, start time.Time, err error) {
 	switch {
 	case err != nil:

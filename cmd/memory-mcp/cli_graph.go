@@ -123,11 +123,7 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress, res *importResult)
 		}
 		w := entityWrite(e)
 		if res.DryRun {
-			if err := memory.Check(w); err != nil {
-				res.Refused = append(res.Refused, refusal{e.line, reason(err)})
-			} else {
-				res.Created++
-			}
+			res.dryRun(c.ctx, a.store, a.proj.ID, e.line, w)
 			continue
 		}
 		start := time.Now()
