@@ -11,8 +11,18 @@ import (
 	"prom.codes/memory-mcp/weave"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0"
+// version, when set at build time with -ldflags "-X main.version=...",
+// overrides the module version from the build info.
+var version string
+
+// serverVersion is the version the server reports to clients: the same
+// as `memory-mcp version` prints.
+func serverVersion() string {
+	if version != "" {
+		return version
+	}
+	return readBuildInfo().Version
+}
 
 // Config is everything the environment decides.
 type Config struct {

@@ -42,7 +42,7 @@ const instructionsBudget = 500
 
 func newServer(a *app, log *slog.Logger) *server {
 	srv := &server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1)}
-	srv.mcp = mcp.NewServer(&mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: version}, &mcp.ServerOptions{
+	srv.mcp = mcp.NewServer(&mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: serverVersion()}, &mcp.ServerOptions{
 		Instructions:       guide,
 		Logger:             quieter(log),
 		SubscribeHandler:   srv.subscribe,

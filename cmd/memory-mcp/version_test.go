@@ -56,3 +56,23 @@ func TestVersionFromBuildInfo(t *testing.T) {
 		t.Errorf("version = %q %v", text, err)
 	}
 }
+
+// TestServerInfoVersion: the version a client sees at initialize is the one
+// `memory-mcp version` prints, not a number kept by hand.
+func TestServerInfoVersion(t *testing.T) {
+	e := newEnv(t)
+	out, err := e.command("version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(out, &b); err != nil || b.Version == "" {
+		t.Fatalf("version --json: %s, %v", out, err)
+	}
+	cs := connect(t, e, nil)
+	if got := cs.InitializeResult().ServerInfo.Version; got != b.Version {
+		t.Errorf("serverInfo.version = %q, want %q as the version command prints", got, b.Version)
+	}
+}
