@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,6 +214,9 @@ func TestTerminalBanner(t *testing.T) {
 	defer func() {
 		sh.Process.Kill()
 		sh.Wait()
+		// The server runs under script's terminal, not as our child: stop
+		// it too, before the workspace it works in is removed.
+		stopProcessesIn(t, e.root)
 	}()
 	var seen strings.Builder
 	r := bufio.NewReader(pr)
@@ -344,4 +349,29 @@ func TestRestoreUnderRunningServer(t *testing.T) {
 	if strings.Join(keys, ",") != "alpha,beta,scratch" {
 		t.Errorf("list after restore: %v", keys)
 	}
+}
+
+// stopProcessesIn ends the processes whose working directory is dir and
+// waits for them to go (Linux: it reads /proc; elsewhere it does nothing).
+func stopProcessesIn(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		pids, _ := filepath.Glob("/proc/[0-9]*/cwd")
+		left := 0
+		for _, link := range pids {
+			if cwd, err := os.Readlink(link); err != nil || cwd != dir {
+				continue
+			}
+			left++
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(link))); err == nil {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("processes still working in %s", dir)
 }
