@@ -104,15 +104,18 @@ func (d *doc) field(f Field, buf []uint32) []uint32 {
 // Partition is the index of one partition of documents. It is safe for
 // concurrent use.
 type Partition struct {
-	mu   sync.RWMutex
-	dict map[string]uint32
-	post [][]posting // by term id, in document order
-	df   []int32     // live documents holding each term
-	docs []doc
-	byID map[int64]uint32
-	live int
-	dead int
-	lens [NumFields]int64 // summed field lengths of live documents
+	mu    sync.RWMutex
+	dict  map[string]uint32
+	post  [][]byte          // by term id: the postings, in document order
+	last  []uint32          // by term id: the document of the last posting
+	count []uint32          // by term id: how many postings, dead ones too
+	skips map[uint32][]skip // the blocks of lists longer than one
+	df    []int32           // live documents holding each term
+	docs  []doc
+	byID  map[int64]uint32
+	live  int
+	dead  int
+	lens  [NumFields]int64 // summed field lengths of live documents
 
 	// For each term, the most any of its postings gives per field
 	// (tf / (1 - b + b·length/ref), with DefaultParams' b), against
@@ -127,7 +130,7 @@ type Partition struct {
 
 // NewPartition returns an empty partition.
 func NewPartition() *Partition {
-	return &Partition{dict: map[string]uint32{}, byID: map[int64]uint32{}}
+	return &Partition{dict: map[string]uint32{}, byID: map[int64]uint32{}, skips: map[uint32][]skip{}}
 }
 
 // Len reports how many documents the partition holds.
@@ -169,6 +172,8 @@ func (p *Partition) termID(t string) uint32 {
 		// A copy: t may point into the document's whole text.
 		p.dict[strings.Clone(t)] = id
 		p.post = append(p.post, nil)
+		p.last = append(p.last, 0)
+		p.count = append(p.count, 0)
 		p.df = append(p.df, 0)
 		p.maxr = append(p.maxr, [NumFields]float32{})
 		p.stop = append(p.stop, isStop(t))
@@ -204,11 +209,24 @@ func (p *Partition) addLocked(d doc) {
 	}
 	for _, t := range order {
 		ps := posting{doc: n, tf: *tfs[t]}
-		p.post[t] = append(p.post[t], ps)
+		p.appendPosting(t, ps)
 		p.df[t]++
 		p.raise(t, ps)
 	}
 	p.checkRef()
+}
+
+// appendPosting adds ps to the end of term t's postings.
+func (p *Partition) appendPosting(t uint32, ps posting) {
+	if c := p.count[t]; c > 0 && c%blockLen == 0 {
+		if c == blockLen {
+			p.skips[t] = []skip{{}}
+		}
+		p.skips[t] = append(p.skips[t], skip{base: p.last[t], off: uint32(len(p.post[t]))})
+	}
+	p.post[t] = appendPosting(p.post[t], p.last[t], ps)
+	p.last[t] = ps.doc
+	p.count[t]++
 }
 
 // raise lifts term t's bounds to cover ps.
@@ -244,11 +262,12 @@ func (p *Partition) checkRef() {
 	for f := range NumFields {
 		p.ref[f] = max(float64(p.lens[f])/float64(p.live), 1)
 	}
-	for t, list := range p.post {
+	for t := range p.post {
 		p.maxr[t] = [NumFields]float32{}
-		for _, ps := range list {
-			if !p.docs[ps.doc].dead {
-				p.raise(uint32(t), ps)
+		c := p.cursor(uint32(t))
+		for ; c.doc() != math.MaxUint32; c.next() {
+			if !p.docs[c.cur].dead {
+				p.raise(uint32(t), c.posting())
 			}
 		}
 	}
@@ -264,8 +283,14 @@ func (p *Partition) Trim() {
 			p.post[t] = slices.Clone(list)
 		}
 	}
+	for t, s := range p.skips {
+		if cap(s) > len(s) {
+			p.skips[t] = slices.Clone(s)
+		}
+	}
 	p.docs = slices.Clip(p.docs)
 	p.post, p.df, p.maxr, p.stop = slices.Clip(p.post), slices.Clip(p.df), slices.Clip(p.maxr), slices.Clip(p.stop)
+	p.last, p.count = slices.Clip(p.last), slices.Clip(p.count)
 }
 
 // Delete removes the document with id, if the partition holds it.
@@ -307,8 +332,10 @@ func (p *Partition) compactLocked() {
 	old := p.docs
 	p.docs = make([]doc, 0, p.live)
 	p.byID = make(map[int64]uint32, p.live)
+	clear(p.skips)
 	for t := range p.post {
 		p.post[t] = p.post[t][:0]
+		p.last[t], p.count[t] = 0, 0
 		p.df[t] = 0
 		p.maxr[t] = [NumFields]float32{}
 	}
@@ -468,12 +495,12 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			if !ok {
 				continue
 			}
-			list := p.post[id]
-			at := sort.Search(len(list), func(i int) bool { return list[i].doc >= c.doc })
-			if at == len(list) || list[at].doc != c.doc {
+			cur := p.cursor(id)
+			cur.seek(c.doc)
+			if cur.doc() != c.doc {
 				continue
 			}
-			for f, tf := range list[at].tf {
+			for f, tf := range cur.posting().tf {
 				if tf > 0 {
 					inField[f] = true
 				}
@@ -657,27 +684,33 @@ func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf [
 		if !ok || p.df[id] == 0 {
 			return cands
 		}
-		cs = append(cs, &cursor{list: p.post[id], idf: idf[i]})
+		c := p.cursor(id)
+		c.idf = idf[i]
+		cs = append(cs, c)
 	}
-	sort.Slice(cs, func(i, j int) bool { return len(cs[i].list) < len(cs[j].list) })
-	if len(cs[0].list) > maxPhraseWalk {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].n < cs[j].n })
+	if cs[0].n > maxPhraseWalk {
 		return cands
 	}
 	checks := 0
 	seq := phraseIDs(p, q)
 walk:
-	for _, ps := range cs[0].list {
-		d := &p.docs[ps.doc]
-		if d.dead || in[[2]int64{int64(pi), int64(ps.doc)}] {
+	for ; cs[0].doc() != math.MaxUint32; cs[0].next() {
+		at := cs[0].doc()
+		d := &p.docs[at]
+		if d.dead || in[[2]int64{int64(pi), int64(at)}] {
 			continue
 		}
-		score := s.term(p, ps, cs[0].idf)
 		for _, c := range cs[1:] {
-			c.seek(ps.doc)
-			if c.doc() != ps.doc {
+			c.seek(at)
+			if c.doc() != at {
 				continue walk
 			}
-			score += s.term(p, c.list[c.pos], c.idf)
+		}
+		ps := cs[0].posting()
+		score := s.term(p, ps, cs[0].idf)
+		for _, c := range cs[1:] {
+			score += s.term(p, c.posting(), c.idf)
 		}
 		if checks++; checks > maxPhraseChecks {
 			break
@@ -688,38 +721,6 @@ walk:
 		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: ps.doc})
 	}
 	return cands
-}
-
-type cursor struct {
-	list []posting
-	pos  int
-	idf  float64
-	ub   float64
-}
-
-func (c *cursor) doc() uint32 {
-	if c.pos < len(c.list) {
-		return c.list[c.pos].doc
-	}
-	return math.MaxUint32
-}
-
-// seek moves to the first posting at or after doc.
-func (c *cursor) seek(d uint32) {
-	if c.doc() >= d {
-		return
-	}
-	// Gallop, then binary search.
-	step := 1
-	lo := c.pos
-	hi := c.pos + step
-	for hi < len(c.list) && c.list[hi].doc < d {
-		lo = hi
-		step *= 2
-		hi = c.pos + step
-	}
-	hi = min(hi, len(c.list))
-	c.pos = lo + sort.Search(hi-lo, func(i int) bool { return c.list[lo+i].doc >= d })
 }
 
 // search runs MaxScore over one partition, adding to h. Cursors are kept
@@ -733,7 +734,9 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 		if !ok || p.df[id] == 0 {
 			continue
 		}
-		cs = append(cs, &cursor{list: p.post[id], idf: idf[i], ub: s.bound(p, id, idf[i])})
+		c := p.cursor(id)
+		c.idf, c.ub = idf[i], s.bound(p, id, idf[i])
+		cs = append(cs, c)
 	}
 	if len(cs) == 0 {
 		return
@@ -770,9 +773,9 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 		held := 0
 		for _, c := range cs[ne:] {
 			if c.doc() == next {
-				score += s.term(p, c.list[c.pos], c.idf)
+				score += s.term(p, c.posting(), c.idf)
 				held++
-				c.pos++
+				c.next()
 			}
 		}
 		if d.dead {
@@ -789,7 +792,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			c := cs[i]
 			c.seek(next)
 			if c.doc() == next {
-				score += s.term(p, c.list[c.pos], c.idf)
+				score += s.term(p, c.posting(), c.idf)
 				held++
 			}
 		}
