@@ -422,6 +422,10 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		avg[f] = max(lens[f]/n, 1)
 	}
 	s := scorer{prm: prm, avg: avg}
+	for f := range NumFields {
+		s.fixed[f] = 1 - prm.B[f]
+		s.perLen[f] = prm.B[f] / avg[f]
+	}
 	idf := make([]float64, len(uniq))
 	present := 0
 	for i, t := range uniq {
@@ -495,7 +499,8 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			if !ok {
 				continue
 			}
-			cur := p.cursor(id)
+			var cur cursor
+			p.start(&cur, id)
 			cur.seek(c.doc)
 			if cur.doc() != c.doc {
 				continue
@@ -623,10 +628,13 @@ func (sc *scratch) grow(n int) {
 }
 
 type scorer struct {
-	sc     scratch
-	prm    Params
-	avg    [NumFields]float64
-	coords []float64 // by how many of the query's terms a document holds
+	sc  scratch
+	prm Params
+	avg [NumFields]float64
+	// A field's length normalisation is fixed + perLen·length: BM25's
+	// 1 - b + b·length/avg, with the division done once per search.
+	fixed, perLen [NumFields]float64
+	coords        []float64 // by how many of the query's terms a document holds
 }
 
 // share is the factor coordination scales the score of a document
@@ -646,10 +654,20 @@ func (s *scorer) term(p *Partition, ps posting, idf float64) float64 {
 		if ps.tf[f] == 0 {
 			continue
 		}
-		l := float64(d.lens[f])
-		w += s.prm.Weights[f] * float64(ps.tf[f]) / (1 - s.prm.B[f] + s.prm.B[f]*l/s.avg[f])
+		w += s.prm.Weights[f] * float64(ps.tf[f]) / (s.fixed[f] + s.perLen[f]*float64(d.lens[f]))
 	}
 	return idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
+}
+
+// at scores c's current posting.
+func (s *scorer) at(p *Partition, c *cursor) float64 {
+	h := c.buf[c.hdr]
+	if f := sole[h&0xf]; f >= 0 && h>>4 != 0 {
+		// The common case: the term is in one field, a few times.
+		w := s.prm.Weights[f] * float64(h>>4) / (s.fixed[f] + s.perLen[f]*float64(p.docs[c.cur].lens[f]))
+		return c.idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
+	}
+	return s.term(p, c.posting(), c.idf)
 }
 
 // bound is the most term id can add to a document's score in p.
@@ -707,10 +725,9 @@ walk:
 				continue walk
 			}
 		}
-		ps := cs[0].posting()
-		score := s.term(p, ps, cs[0].idf)
+		score := s.at(p, cs[0])
 		for _, c := range cs[1:] {
-			score += s.term(p, c.posting(), c.idf)
+			score += s.at(p, c)
 		}
 		if checks++; checks > maxPhraseChecks {
 			break
@@ -718,7 +735,7 @@ walk:
 		if runShare(d, seq, p.stop, &s.sc) < 1 || q.Accept != nil && !q.Accept(d.id) {
 			continue
 		}
-		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: ps.doc})
+		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})
 	}
 	return cands
 }
@@ -773,7 +790,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 		held := 0
 		for _, c := range cs[ne:] {
 			if c.doc() == next {
-				score += s.term(p, c.posting(), c.idf)
+				score += s.at(p, c)
 				held++
 				c.next()
 			}
@@ -792,7 +809,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			c := cs[i]
 			c.seek(next)
 			if c.doc() == next {
-				score += s.term(p, c.posting(), c.idf)
+				score += s.at(p, c)
 				held++
 			}
 		}

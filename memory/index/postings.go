@@ -115,9 +115,18 @@ type cursor struct {
 
 // cursor returns a cursor at the first posting of term t.
 func (p *Partition) cursor(t uint32) *cursor {
-	c := &cursor{buf: p.post[t], skips: p.skips[t], n: int(p.count[t])}
-	c.next()
+	c := new(cursor)
+	p.start(c, t)
 	return c
+}
+
+// start sets c at the first posting of term t.
+func (p *Partition) start(c *cursor, t uint32) {
+	*c = cursor{buf: p.post[t], n: int(p.count[t])}
+	if c.n > blockLen {
+		c.skips = p.skips[t]
+	}
+	c.next()
 }
 
 func (c *cursor) doc() uint32 { return c.cur }
@@ -158,18 +167,20 @@ func (c *cursor) seek(d uint32) {
 	if c.cur >= d {
 		return
 	}
-	if len(c.skips) > 0 {
-		// The last block whose postings all follow a document before d
-		// holds d, if any does.
-		rest := c.skips[c.blk+1:]
-		j := sort.Search(len(rest), func(i int) bool { return rest[i].base >= d })
-		if j > 0 {
-			c.blk += j
-			s := c.skips[c.blk]
-			if int(s.off) > c.off {
-				c.off = int(s.off)
-				c.cur = s.base
-			}
+	if sk := c.skips; len(sk) > 0 {
+		// Gallop to the last block whose postings all follow a document
+		// before d: it holds d, if any block does.
+		j, step := c.blk, 1
+		for j+step < len(sk) && sk[j+step].base < d {
+			j += step
+			step *= 2
+		}
+		hi := min(j+step, len(sk))
+		j += sort.Search(hi-j-1, func(i int) bool { return sk[j+1+i].base >= d })
+		c.blk = j
+		if s := sk[j]; int(s.off) > c.off {
+			c.off = int(s.off)
+			c.cur = s.base
 		}
 	}
 	for c.cur < d {
