@@ -126,6 +126,8 @@ type Partition struct {
 	maxr [][NumFields]float32
 
 	stop []bool // by term id: a stop-word, kept only for phrases
+
+	enc []byte // where Put encodes a document's terms
 }
 
 // NewPartition returns an empty partition.
@@ -149,7 +151,10 @@ func (p *Partition) Put(d Doc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	nd := doc{id: d.ID}
-	var toks []byte
+	// Encoded in a buffer kept for the purpose and copied out at its
+	// length: grown in place, a document's list kept a third more room
+	// than it used.
+	toks := p.enc[:0]
 	for f := range NumFields {
 		for _, t := range fields[f] {
 			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
@@ -159,7 +164,8 @@ func (p *Partition) Put(d Doc) {
 		}
 		nd.ends[f] = uint32(len(toks))
 	}
-	nd.toks = slices.Clip(toks)
+	nd.toks = slices.Clone(toks)
+	p.enc = toks
 	p.deleteLocked(d.ID)
 	p.addLocked(nd)
 }
@@ -288,9 +294,20 @@ func (p *Partition) Trim() {
 			p.skips[t] = slices.Clone(s)
 		}
 	}
-	p.docs = slices.Clip(p.docs)
-	p.post, p.df, p.maxr, p.stop = slices.Clip(p.post), slices.Clip(p.df), slices.Clip(p.maxr), slices.Clip(p.stop)
-	p.last, p.count = slices.Clip(p.last), slices.Clip(p.count)
+	// Clipping a slice would keep its room; a copy gives it back.
+	p.docs = shrink(p.docs)
+	p.post, p.df, p.maxr, p.stop = shrink(p.post), shrink(p.df), shrink(p.maxr), shrink(p.stop)
+	p.last, p.count = shrink(p.last), shrink(p.count)
+	p.enc = nil
+}
+
+// shrink returns s, copied if it has more than an eighth more room than
+// it uses.
+func shrink[S ~[]E, E any](s S) S {
+	if cap(s)-len(s) > len(s)/8 {
+		return slices.Clone(s)
+	}
+	return s
 }
 
 // Delete removes the document with id, if the partition holds it.
