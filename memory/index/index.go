@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -105,7 +104,7 @@ func (d *doc) field(f Field, buf []uint32) []uint32 {
 // concurrent use.
 type Partition struct {
 	mu    sync.RWMutex
-	dict  map[string]uint32
+	dict  dict
 	post  [][]byte          // by term id: the postings, in document order
 	last  []uint32          // by term id: the document of the last posting
 	count []uint32          // by term id: how many postings, dead ones too
@@ -132,7 +131,7 @@ type Partition struct {
 
 // NewPartition returns an empty partition.
 func NewPartition() *Partition {
-	return &Partition{dict: map[string]uint32{}, byID: map[int64]uint32{}, skips: map[uint32][]skip{}}
+	return &Partition{dict: newDict(), byID: map[int64]uint32{}, skips: map[uint32][]skip{}}
 }
 
 // Len reports how many documents the partition holds.
@@ -172,11 +171,9 @@ func (p *Partition) Put(d Doc) {
 
 // termID returns t's id, adding it to the dictionary.
 func (p *Partition) termID(t string) uint32 {
-	id, ok := p.dict[t]
+	id, ok := p.dict.lookup(t)
 	if !ok {
-		id = uint32(len(p.post))
-		// A copy: t may point into the document's whole text.
-		p.dict[strings.Clone(t)] = id
+		id = p.dict.add(t)
 		p.post = append(p.post, nil)
 		p.last = append(p.last, 0)
 		p.count = append(p.count, 0)
@@ -299,6 +296,7 @@ func (p *Partition) Trim() {
 	p.post, p.df, p.maxr, p.stop = shrink(p.post), shrink(p.df), shrink(p.maxr), shrink(p.stop)
 	p.last, p.count = shrink(p.last), shrink(p.count)
 	p.enc = nil
+	p.dict.text, p.dict.ends = shrink(p.dict.text), shrink(p.dict.ends)
 }
 
 // shrink returns s, copied if it has more than an eighth more room than
@@ -448,7 +446,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	for i, t := range uniq {
 		var df float64
 		for _, p := range parts {
-			if id, ok := p.dict[t]; ok {
+			if id, ok := p.dict.lookup(t); ok {
 				df += float64(p.df[id])
 			}
 		}
@@ -512,7 +510,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		p := parts[c.part]
 		var inField [NumFields]bool
 		for ti, t := range uniq {
-			id, ok := p.dict[t]
+			id, ok := p.dict.lookup(t)
 			if !ok {
 				continue
 			}
@@ -565,7 +563,7 @@ func phraseIDs(p *Partition, q Query) []uint32 {
 	}
 	ids := make([]uint32, len(seq))
 	for i, t := range seq {
-		id, ok := p.dict[t]
+		id, ok := p.dict.lookup(t)
 		if !ok {
 			id = math.MaxUint32
 		}
@@ -715,7 +713,7 @@ const (
 func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in map[[2]int64]bool, cands []cand) []cand {
 	cs := make([]*cursor, 0, len(uniq))
 	for i, t := range uniq {
-		id, ok := p.dict[t]
+		id, ok := p.dict.lookup(t)
 		if !ok || p.df[id] == 0 {
 			return cands
 		}
@@ -764,7 +762,7 @@ walk:
 func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Query, h *topK) {
 	var cs []*cursor
 	for i, t := range terms {
-		id, ok := p.dict[t]
+		id, ok := p.dict.lookup(t)
 		if !ok || p.df[id] == 0 {
 			continue
 		}
