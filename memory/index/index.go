@@ -126,7 +126,12 @@ type Partition struct {
 
 	stop []bool // by term id: a stop-word, kept only for phrases
 
-	enc []byte // where Put encodes a document's terms
+	enc  []byte // where Put encodes a document's terms
+	work struct {
+		at    map[uint32]int // index in order by term
+		order []posting      // a document's terms, in the doc field, and counts
+		fl    []uint32
+	}
 }
 
 // NewPartition returns an empty partition.
@@ -189,29 +194,36 @@ func (p *Partition) addLocked(d doc) {
 	p.docs = append(p.docs, d)
 	p.byID[d.id] = n
 	p.live++
-	tfs := map[uint32]*[NumFields]uint8{}
-	var order []uint32
-	var fl []uint32
+	// The counts are gathered in working memory kept between documents:
+	// a map and slices of their own per document were most of what a
+	// load allocated.
+	w := &p.work
+	if w.at == nil {
+		w.at = map[uint32]int{}
+	}
+	clear(w.at)
+	w.order = w.order[:0]
 	for f := range NumFields {
-		fl = d.field(f, fl[:0])
+		w.fl = d.field(f, w.fl[:0])
 		p.lens[f] += int64(d.lens[f])
-		for _, t := range fl {
+		for _, t := range w.fl {
 			if p.stop[t] {
 				continue
 			}
-			tf := tfs[t]
-			if tf == nil {
-				tf = new([NumFields]uint8)
-				tfs[t] = tf
-				order = append(order, t)
+			i, ok := w.at[t]
+			if !ok {
+				i = len(w.order)
+				w.at[t] = i
+				w.order = append(w.order, posting{doc: t})
 			}
-			if tf[f] < math.MaxUint8 {
-				tf[f]++
+			if tf := &w.order[i].tf[f]; *tf < math.MaxUint8 {
+				*tf++
 			}
 		}
 	}
-	for _, t := range order {
-		ps := posting{doc: n, tf: *tfs[t]}
+	for _, o := range w.order {
+		t := o.doc // the term, while gathering
+		ps := posting{doc: n, tf: o.tf}
 		p.appendPosting(t, ps)
 		p.df[t]++
 		p.raise(t, ps)
@@ -313,6 +325,7 @@ func (p *Partition) Trim() {
 	p.post, p.df, p.maxr, p.stop = shrink(p.post), shrink(p.df), shrink(p.maxr), shrink(p.stop)
 	p.last, p.count = shrink(p.last), shrink(p.count)
 	p.enc = nil
+	p.work.at, p.work.order, p.work.fl = nil, nil, nil
 	p.dict.text, p.dict.ends = shrink(p.dict.text), shrink(p.dict.ends)
 }
 
