@@ -15,9 +15,6 @@ type dict struct {
 
 func newDict() dict { return dict{seed: maphash.MakeSeed()} }
 
-// Len reports how many terms d holds.
-func (d *dict) Len() int { return len(d.ends) }
-
 func (d *dict) at(id uint32) string {
 	start := uint32(0)
 	if id > 0 {
