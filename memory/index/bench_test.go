@@ -1,6 +1,7 @@
 package index
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -64,4 +65,26 @@ func reportCPU(b *testing.B, cpu int64) {
 	if now := cpuTime(); now > 0 {
 		b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
 	}
+}
+
+// BenchmarkPartitionHeap loads 10,000 documents of generated prose into
+// partitions, as a process's first search does, and reports the heap the
+// partitions keep per document (B/doc) once loaded and trimmed.
+func BenchmarkPartitionHeap(b *testing.B) {
+	const n = 10_000
+	var kept float64
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		parts := benchPartitions(n)
+		for _, p := range parts {
+			p.Trim()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		kept = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		runtime.KeepAlive(parts)
+	}
+	b.ReportMetric(kept/n, "B/doc")
 }

@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -104,15 +103,18 @@ func (d *doc) field(f Field, buf []uint32) []uint32 {
 // Partition is the index of one partition of documents. It is safe for
 // concurrent use.
 type Partition struct {
-	mu   sync.RWMutex
-	dict map[string]uint32
-	post [][]posting // by term id, in document order
-	df   []int32     // live documents holding each term
-	docs []doc
-	byID map[int64]uint32
-	live int
-	dead int
-	lens [NumFields]int64 // summed field lengths of live documents
+	mu    sync.RWMutex
+	dict  dict
+	post  [][]byte          // by term id: the postings, in document order
+	last  []uint32          // by term id: the document of the last posting
+	count []uint32          // by term id: how many postings, dead ones too
+	skips map[uint32][]skip // the blocks of lists longer than one
+	df    []int32           // live documents holding each term
+	docs  []doc
+	byID  map[int64]uint32
+	live  int
+	dead  int
+	lens  [NumFields]int64 // summed field lengths of live documents
 
 	// For each term, the most any of its postings gives per field
 	// (tf / (1 - b + b·length/ref), with DefaultParams' b), against
@@ -120,14 +122,21 @@ type Partition struct {
 	// stays a bound as documents go; it is rebuilt when the averages
 	// drift far from ref.
 	ref  [NumFields]float64
-	maxr [][NumFields]float32
+	maxr [][NumFields]bound16
 
 	stop []bool // by term id: a stop-word, kept only for phrases
+
+	enc  []byte // where Put encodes a document's terms
+	work struct {
+		at    map[uint32]int // index in order by term
+		order []posting      // a document's terms, in the doc field, and counts
+		fl    []uint32
+	}
 }
 
 // NewPartition returns an empty partition.
 func NewPartition() *Partition {
-	return &Partition{dict: map[string]uint32{}, byID: map[int64]uint32{}}
+	return &Partition{dict: newDict(), byID: map[int64]uint32{}, skips: map[uint32][]skip{}}
 }
 
 // Len reports how many documents the partition holds.
@@ -146,7 +155,10 @@ func (p *Partition) Put(d Doc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	nd := doc{id: d.ID}
-	var toks []byte
+	// Encoded in a buffer kept for the purpose and copied out at its
+	// length: grown in place, a document's list kept a third more room
+	// than it used.
+	toks := p.enc[:0]
 	for f := range NumFields {
 		for _, t := range fields[f] {
 			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
@@ -156,21 +168,22 @@ func (p *Partition) Put(d Doc) {
 		}
 		nd.ends[f] = uint32(len(toks))
 	}
-	nd.toks = slices.Clip(toks)
+	nd.toks = slices.Clone(toks)
+	p.enc = toks
 	p.deleteLocked(d.ID)
 	p.addLocked(nd)
 }
 
 // termID returns t's id, adding it to the dictionary.
 func (p *Partition) termID(t string) uint32 {
-	id, ok := p.dict[t]
+	id, ok := p.dict.lookup(t)
 	if !ok {
-		id = uint32(len(p.post))
-		// A copy: t may point into the document's whole text.
-		p.dict[strings.Clone(t)] = id
+		id = p.dict.add(t)
 		p.post = append(p.post, nil)
+		p.last = append(p.last, 0)
+		p.count = append(p.count, 0)
 		p.df = append(p.df, 0)
-		p.maxr = append(p.maxr, [NumFields]float32{})
+		p.maxr = append(p.maxr, [NumFields]bound16{})
 		p.stop = append(p.stop, isStop(t))
 	}
 	return id
@@ -181,34 +194,54 @@ func (p *Partition) addLocked(d doc) {
 	p.docs = append(p.docs, d)
 	p.byID[d.id] = n
 	p.live++
-	tfs := map[uint32]*[NumFields]uint8{}
-	var order []uint32
-	var fl []uint32
+	// The counts are gathered in working memory kept between documents:
+	// a map and slices of their own per document were most of what a
+	// load allocated.
+	w := &p.work
+	if w.at == nil {
+		w.at = map[uint32]int{}
+	}
+	clear(w.at)
+	w.order = w.order[:0]
 	for f := range NumFields {
-		fl = d.field(f, fl[:0])
+		w.fl = d.field(f, w.fl[:0])
 		p.lens[f] += int64(d.lens[f])
-		for _, t := range fl {
+		for _, t := range w.fl {
 			if p.stop[t] {
 				continue
 			}
-			tf := tfs[t]
-			if tf == nil {
-				tf = new([NumFields]uint8)
-				tfs[t] = tf
-				order = append(order, t)
+			i, ok := w.at[t]
+			if !ok {
+				i = len(w.order)
+				w.at[t] = i
+				w.order = append(w.order, posting{doc: t})
 			}
-			if tf[f] < math.MaxUint8 {
-				tf[f]++
+			if tf := &w.order[i].tf[f]; *tf < math.MaxUint8 {
+				*tf++
 			}
 		}
 	}
-	for _, t := range order {
-		ps := posting{doc: n, tf: *tfs[t]}
-		p.post[t] = append(p.post[t], ps)
+	for _, o := range w.order {
+		t := o.doc // the term, while gathering
+		ps := posting{doc: n, tf: o.tf}
+		p.appendPosting(t, ps)
 		p.df[t]++
 		p.raise(t, ps)
 	}
 	p.checkRef()
+}
+
+// appendPosting adds ps to the end of term t's postings.
+func (p *Partition) appendPosting(t uint32, ps posting) {
+	if c := p.count[t]; c > 0 && c%blockLen == 0 {
+		if c == blockLen {
+			p.skips[t] = []skip{{}}
+		}
+		p.skips[t] = append(p.skips[t], skip{base: p.last[t], off: uint32(len(p.post[t]))})
+	}
+	p.post[t] = appendPosting(p.post[t], p.last[t], ps)
+	p.last[t] = ps.doc
+	p.count[t]++
 }
 
 // raise lifts term t's bounds to cover ps.
@@ -218,12 +251,29 @@ func (p *Partition) raise(t uint32, ps posting) {
 		if ps.tf[f] == 0 {
 			continue
 		}
-		r := float32(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(d.len(f))/p.ref[f]))
+		r := up16(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(d.len(f))/p.ref[f]))
 		if r > p.maxr[t][f] {
 			p.maxr[t][f] = r
 		}
 	}
 }
+
+// bound16 is a positive bound kept in 16 bits: the top half of a
+// float32, rounded up, so that it stays a bound. Eight bits of mantissa
+// loosen a term's bound by under one percent and halve what the bounds
+// cost.
+type bound16 uint16
+
+func up16(v float64) bound16 {
+	b := math.Float32bits(float32(v))
+	h := b >> 16
+	if b&0xffff != 0 {
+		h++
+	}
+	return bound16(h)
+}
+
+func (b bound16) float() float64 { return float64(math.Float32frombits(uint32(b) << 16)) }
 
 // checkRef rebuilds the bounds when the average lengths have moved more
 // than half again from the reference, so the bounds stay tight.
@@ -244,11 +294,12 @@ func (p *Partition) checkRef() {
 	for f := range NumFields {
 		p.ref[f] = max(float64(p.lens[f])/float64(p.live), 1)
 	}
-	for t, list := range p.post {
-		p.maxr[t] = [NumFields]float32{}
-		for _, ps := range list {
-			if !p.docs[ps.doc].dead {
-				p.raise(uint32(t), ps)
+	for t := range p.post {
+		p.maxr[t] = [NumFields]bound16{}
+		c := p.cursor(uint32(t))
+		for ; c.doc() != math.MaxUint32; c.next() {
+			if !p.docs[c.cur].dead {
+				p.raise(uint32(t), c.posting())
 			}
 		}
 	}
@@ -264,8 +315,27 @@ func (p *Partition) Trim() {
 			p.post[t] = slices.Clone(list)
 		}
 	}
-	p.docs = slices.Clip(p.docs)
-	p.post, p.df, p.maxr, p.stop = slices.Clip(p.post), slices.Clip(p.df), slices.Clip(p.maxr), slices.Clip(p.stop)
+	for t, s := range p.skips {
+		if cap(s) > len(s) {
+			p.skips[t] = slices.Clone(s)
+		}
+	}
+	// Clipping a slice would keep its room; a copy gives it back.
+	p.docs = shrink(p.docs)
+	p.post, p.df, p.maxr, p.stop = shrink(p.post), shrink(p.df), shrink(p.maxr), shrink(p.stop)
+	p.last, p.count = shrink(p.last), shrink(p.count)
+	p.enc = nil
+	p.work.at, p.work.order, p.work.fl = nil, nil, nil
+	p.dict.text, p.dict.ends = shrink(p.dict.text), shrink(p.dict.ends)
+}
+
+// shrink returns s, copied if it has more than an eighth more room than
+// it uses.
+func shrink[S ~[]E, E any](s S) S {
+	if cap(s)-len(s) > len(s)/8 {
+		return slices.Clone(s)
+	}
+	return s
 }
 
 // Delete removes the document with id, if the partition holds it.
@@ -307,10 +377,12 @@ func (p *Partition) compactLocked() {
 	old := p.docs
 	p.docs = make([]doc, 0, p.live)
 	p.byID = make(map[int64]uint32, p.live)
+	clear(p.skips)
 	for t := range p.post {
 		p.post[t] = p.post[t][:0]
+		p.last[t], p.count[t] = 0, 0
 		p.df[t] = 0
-		p.maxr[t] = [NumFields]float32{}
+		p.maxr[t] = [NumFields]bound16{}
 	}
 	p.ref = [NumFields]float64{}
 	p.live, p.dead = 0, 0
@@ -395,12 +467,16 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		avg[f] = max(lens[f]/n, 1)
 	}
 	s := scorer{prm: prm, avg: avg}
+	for f := range NumFields {
+		s.fixed[f] = 1 - prm.B[f]
+		s.perLen[f] = prm.B[f] / avg[f]
+	}
 	idf := make([]float64, len(uniq))
 	present := 0
 	for i, t := range uniq {
 		var df float64
 		for _, p := range parts {
-			if id, ok := p.dict[t]; ok {
+			if id, ok := p.dict.lookup(t); ok {
 				df += float64(p.df[id])
 			}
 		}
@@ -464,16 +540,17 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		p := parts[c.part]
 		var inField [NumFields]bool
 		for ti, t := range uniq {
-			id, ok := p.dict[t]
+			id, ok := p.dict.lookup(t)
 			if !ok {
 				continue
 			}
-			list := p.post[id]
-			at := sort.Search(len(list), func(i int) bool { return list[i].doc >= c.doc })
-			if at == len(list) || list[at].doc != c.doc {
+			var cur cursor
+			p.start(&cur, id)
+			cur.seek(c.doc)
+			if cur.doc() != c.doc {
 				continue
 			}
-			for f, tf := range list[at].tf {
+			for f, tf := range cur.posting().tf {
 				if tf > 0 {
 					inField[f] = true
 				}
@@ -516,7 +593,7 @@ func phraseIDs(p *Partition, q Query) []uint32 {
 	}
 	ids := make([]uint32, len(seq))
 	for i, t := range seq {
-		id, ok := p.dict[t]
+		id, ok := p.dict.lookup(t)
 		if !ok {
 			id = math.MaxUint32
 		}
@@ -596,10 +673,13 @@ func (sc *scratch) grow(n int) {
 }
 
 type scorer struct {
-	sc     scratch
-	prm    Params
-	avg    [NumFields]float64
-	coords []float64 // by how many of the query's terms a document holds
+	sc  scratch
+	prm Params
+	avg [NumFields]float64
+	// A field's length normalisation is fixed + perLen·length: BM25's
+	// 1 - b + b·length/avg, with the division done once per search.
+	fixed, perLen [NumFields]float64
+	coords        []float64 // by how many of the query's terms a document holds
 }
 
 // share is the factor coordination scales the score of a document
@@ -619,10 +699,20 @@ func (s *scorer) term(p *Partition, ps posting, idf float64) float64 {
 		if ps.tf[f] == 0 {
 			continue
 		}
-		l := float64(d.lens[f])
-		w += s.prm.Weights[f] * float64(ps.tf[f]) / (1 - s.prm.B[f] + s.prm.B[f]*l/s.avg[f])
+		w += s.prm.Weights[f] * float64(ps.tf[f]) / (s.fixed[f] + s.perLen[f]*float64(d.lens[f]))
 	}
 	return idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
+}
+
+// at scores c's current posting.
+func (s *scorer) at(p *Partition, c *cursor) float64 {
+	h := c.buf[c.hdr]
+	if f := sole[h&0xf]; f >= 0 && h>>4 != 0 {
+		// The common case: the term is in one field, a few times.
+		w := s.prm.Weights[f] * float64(h>>4) / (s.fixed[f] + s.perLen[f]*float64(p.docs[c.cur].lens[f]))
+		return c.idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
+	}
+	return s.term(p, c.posting(), c.idf)
 }
 
 // bound is the most term id can add to a document's score in p.
@@ -633,7 +723,7 @@ func (s *scorer) bound(p *Partition, id uint32, idf float64) float64 {
 	}
 	var w float64
 	for f := range NumFields {
-		w += s.prm.Weights[f] * float64(p.maxr[id][f]) * max(1, s.avg[f]/p.ref[f])
+		w += s.prm.Weights[f] * p.maxr[id][f].float() * max(1, s.avg[f]/p.ref[f])
 	}
 	// float32 bounds round; a little headroom keeps them bounds.
 	w *= 1.0001
@@ -653,31 +743,36 @@ const (
 func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in map[[2]int64]bool, cands []cand) []cand {
 	cs := make([]*cursor, 0, len(uniq))
 	for i, t := range uniq {
-		id, ok := p.dict[t]
+		id, ok := p.dict.lookup(t)
 		if !ok || p.df[id] == 0 {
 			return cands
 		}
-		cs = append(cs, &cursor{list: p.post[id], idf: idf[i]})
+		c := p.cursor(id)
+		c.idf = idf[i]
+		cs = append(cs, c)
 	}
-	sort.Slice(cs, func(i, j int) bool { return len(cs[i].list) < len(cs[j].list) })
-	if len(cs[0].list) > maxPhraseWalk {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].n < cs[j].n })
+	if cs[0].n > maxPhraseWalk {
 		return cands
 	}
 	checks := 0
 	seq := phraseIDs(p, q)
 walk:
-	for _, ps := range cs[0].list {
-		d := &p.docs[ps.doc]
-		if d.dead || in[[2]int64{int64(pi), int64(ps.doc)}] {
+	for ; cs[0].doc() != math.MaxUint32; cs[0].next() {
+		at := cs[0].doc()
+		d := &p.docs[at]
+		if d.dead || in[[2]int64{int64(pi), int64(at)}] {
 			continue
 		}
-		score := s.term(p, ps, cs[0].idf)
 		for _, c := range cs[1:] {
-			c.seek(ps.doc)
-			if c.doc() != ps.doc {
+			c.seek(at)
+			if c.doc() != at {
 				continue walk
 			}
-			score += s.term(p, c.list[c.pos], c.idf)
+		}
+		score := s.at(p, cs[0])
+		for _, c := range cs[1:] {
+			score += s.at(p, c)
 		}
 		if checks++; checks > maxPhraseChecks {
 			break
@@ -685,41 +780,9 @@ walk:
 		if runShare(d, seq, p.stop, &s.sc) < 1 || q.Accept != nil && !q.Accept(d.id) {
 			continue
 		}
-		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: ps.doc})
+		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})
 	}
 	return cands
-}
-
-type cursor struct {
-	list []posting
-	pos  int
-	idf  float64
-	ub   float64
-}
-
-func (c *cursor) doc() uint32 {
-	if c.pos < len(c.list) {
-		return c.list[c.pos].doc
-	}
-	return math.MaxUint32
-}
-
-// seek moves to the first posting at or after doc.
-func (c *cursor) seek(d uint32) {
-	if c.doc() >= d {
-		return
-	}
-	// Gallop, then binary search.
-	step := 1
-	lo := c.pos
-	hi := c.pos + step
-	for hi < len(c.list) && c.list[hi].doc < d {
-		lo = hi
-		step *= 2
-		hi = c.pos + step
-	}
-	hi = min(hi, len(c.list))
-	c.pos = lo + sort.Search(hi-lo, func(i int) bool { return c.list[lo+i].doc >= d })
 }
 
 // search runs MaxScore over one partition, adding to h. Cursors are kept
@@ -729,11 +792,13 @@ func (c *cursor) seek(d uint32) {
 func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Query, h *topK) {
 	var cs []*cursor
 	for i, t := range terms {
-		id, ok := p.dict[t]
+		id, ok := p.dict.lookup(t)
 		if !ok || p.df[id] == 0 {
 			continue
 		}
-		cs = append(cs, &cursor{list: p.post[id], idf: idf[i], ub: s.bound(p, id, idf[i])})
+		c := p.cursor(id)
+		c.idf, c.ub = idf[i], s.bound(p, id, idf[i])
+		cs = append(cs, c)
 	}
 	if len(cs) == 0 {
 		return
@@ -770,9 +835,9 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 		held := 0
 		for _, c := range cs[ne:] {
 			if c.doc() == next {
-				score += s.term(p, c.list[c.pos], c.idf)
+				score += s.at(p, c)
 				held++
-				c.pos++
+				c.next()
 			}
 		}
 		if d.dead {
@@ -789,7 +854,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			c := cs[i]
 			c.seek(next)
 			if c.doc() == next {
-				score += s.term(p, c.list[c.pos], c.idf)
+				score += s.at(p, c)
 				held++
 			}
 		}

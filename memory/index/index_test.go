@@ -315,3 +315,17 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestBound16 checks that a bound kept in 16 bits is never below the value
+// it bounds, nor more than one part in 128 above it.
+func TestBound16(t *testing.T) {
+	for _, v := range []float64{1e-3, 0.3, 0.7, 1, 1.0000001, 1.4285714285714286, 3.3333333, 17, 255 / 0.7, 1e4} {
+		got := up16(v).float()
+		if got < v*(1-1e-7) || got > v*(1+1.0/128) {
+			t.Errorf("up16(%v) = %v", v, got)
+		}
+	}
+	if !(up16(2.1) > up16(1.999) && up16(1.999) >= up16(1.99) && up16(1.99) > up16(1.5)) {
+		t.Error("bounds out of order")
+	}
+}
