@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"sync"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 const (
 	checkpointEvery = 64
 	checkpointIdle  = time.Second
+	truncateWait    = 50 * time.Millisecond
+	busyTimeout     = 10 * time.Second // as Open's DSN sets it
 )
 
 // driverName is mattn's driver with the settings each connection needs
@@ -70,6 +73,7 @@ func (s *Store) checkpointLoop() {
 	idle := time.NewTimer(checkpointIdle)
 	idle.Stop()
 	for {
+		quiet := false
 		select {
 		case <-s.cp.stop:
 			return
@@ -82,6 +86,7 @@ func (s *Store) checkpointLoop() {
 				continue
 			}
 		case <-idle.C:
+			quiet = true
 		}
 		s.cp.mu.Lock()
 		n := s.cp.commits
@@ -91,11 +96,37 @@ func (s *Store) checkpointLoop() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		// Passive: it copies what no reader still needs and never waits;
-		// what it could not copy goes with the next one.
-		s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+		if !quiet || !s.truncateLog(ctx) {
+			// Passive: it copies what no reader still needs and never
+			// waits; what it could not copy goes with the next one.
+			s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+		}
 		cancel()
 	}
+}
+
+// truncateLog checkpoints the whole log and cuts it to nothing, when no
+// reader or writer is in the way for a moment. With passive checkpoints
+// alone the log was never reused from its start here: it grew with every
+// page written (30 MiB after 2,400 writes to a 10 MiB database; see
+// TestWriteAheadLogStaysSmall). It waits for others
+// at most truncateWait, so a long read never holds writers up for long,
+// and reports whether the log was cut.
+func (s *Store) truncateLog(ctx context.Context) bool {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", truncateWait.Milliseconds())); err != nil {
+		return false
+	}
+	defer conn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	var busy, logFrames, done int
+	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
+		return false
+	}
+	return busy == 0
 }
 
 func (s *Store) stopCheckpoints() {
