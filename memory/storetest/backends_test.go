@@ -1,6 +1,7 @@
 package storetest_test
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
@@ -28,3 +29,5 @@ func TestSearchSameOnBothBackends(t *testing.T) {
 		}
 	}
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
