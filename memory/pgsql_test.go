@@ -19,7 +19,7 @@ func TestTranslateForPostgres(t *testing.T) {
 		{in: `SELECT coalesce((SELECT max(max(a), coalesce(max(b), 0)) FROM t), 0)`, want: `SELECT coalesce((SELECT greatest(max(a), coalesce(max(b), 0)) FROM t), 0)`},
 		{in: `SELECT x FROM records r INDEXED BY records_list WHERE a = 1 LIMIT -1`, want: `SELECT x FROM records r WHERE a = 1 LIMIT ALL`},
 		{in: `SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @tag`, want: `SELECT 1 FROM jsonb_array_elements_text((r.tags)::jsonb) AS json_each(value) WHERE json_each.value = $1`, names: []string{"tag"}},
-		{in: `SELECT r.x FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`, want: `SELECT r.x FROM records r WHERE r.rowid IN (SELECT value::bigint FROM jsonb_array_elements_text(($1)::jsonb) AS json_each(value))`},
+		{in: `SELECT r.x FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`, want: `SELECT r.x FROM records r WHERE r.rowid = ANY (CAST(ARRAY(SELECT jsonb_array_elements_text(($1)::jsonb)) AS BIGINT[]))`},
 		{in: `  INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING`, want: `  INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING`, write: true},
 		{in: `DELETE FROM t WHERE a = ? RETURNING b`, want: `DELETE FROM t WHERE a = $1 RETURNING b`, write: true},
 		{in: `PRAGMA user_version`, want: `SELECT coalesce(max(version), 0) FROM schema_migrations`},
