@@ -72,6 +72,11 @@ func (s *Store) checkpointLoop() {
 	defer close(s.cp.done)
 	idle := time.NewTimer(checkpointIdle)
 	idle.Stop()
+	// uncut is set while the log holds commits that no truncating
+	// checkpoint has cut: a burst whose last commit made a passive
+	// checkpoint due still needs the quiet one after it.
+	uncut := false
+	retry := checkpointIdle
 	for {
 		quiet := false
 		select {
@@ -81,8 +86,8 @@ func (s *Store) checkpointLoop() {
 			s.cp.mu.Lock()
 			due := s.cp.commits >= checkpointEvery
 			s.cp.mu.Unlock()
+			idle.Reset(checkpointIdle)
 			if !due {
-				idle.Reset(checkpointIdle)
 				continue
 			}
 		case <-idle.C:
@@ -92,11 +97,22 @@ func (s *Store) checkpointLoop() {
 		n := s.cp.commits
 		s.cp.commits = 0
 		s.cp.mu.Unlock()
-		if n == 0 {
+		if n == 0 && !(quiet && uncut) {
 			continue
 		}
+		uncut = true
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if !quiet || !s.truncateLog(ctx) {
+		if quiet && s.truncateLog(ctx) {
+			uncut = false
+			retry = checkpointIdle
+		} else {
+			if quiet {
+				// Someone was in the way: try again later, less often
+				// while it stays (each try may hold writers up for
+				// truncateWait).
+				retry = min(2*retry, 32*checkpointIdle)
+				idle.Reset(retry)
+			}
 			// Passive: it copies what no reader still needs and never
 			// waits; what it could not copy goes with the next one.
 			s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
