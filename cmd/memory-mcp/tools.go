@@ -216,7 +216,7 @@ type searchOut struct {
 func boolp(b bool) *bool { return &b }
 
 // addTools registers every tool on s.
-func (srv *server) addTools(s *mcp.Server) {
+func (srv *server) addTools(s toolAdder) {
 	selDocs := func(p map[string]*jsonschema.Schema) {
 		describe(p, fieldDocs)
 		enum(p["type"], typeEnum)
@@ -596,7 +596,7 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 // Out. Unlike mcp.AddTool it does not validate every result against the
 // output schema: results are values of Out itself, the type the schema was
 // made from, and validating a page of a list cost a third of the call.
-func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	out, err := jsonschema.For[Out](&jsonschema.ForOptions{})
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
