@@ -269,10 +269,20 @@ func answerFrame(id jsonrpc.ID, res mcp.Result, err error, complete bool) ([]byt
 	}
 	b.Truncate(b.Len() - 1) // Encode's newline
 	b.WriteString(`,"result":`)
-	if err := enc.Encode(res); err != nil {
-		return nil, err
+	if tr, ok := res.(*mcp.CallToolResult); ok && tr != nil {
+		// What the encoder writes for a json.Marshaler is its output,
+		// compacted: json.Marshal's output is compact already.
+		data, err := tr.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b.Write(data)
+	} else {
+		if err := enc.Encode(res); err != nil {
+			return nil, err
+		}
+		b.Truncate(b.Len() - 1)
 	}
-	b.Truncate(b.Len() - 1)
 	if complete && b.Len() > 0 && b.Bytes()[b.Len()-1] == '}' {
 		b.Truncate(b.Len() - 1)
 		if b.Bytes()[b.Len()-1] != '{' {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -410,5 +411,71 @@ func benchLines(b *testing.B, direct bool) {
 	b.ReportAllocs()
 	for b.Loop() {
 		roundTrip(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_read","arguments":{"key":"k"}}}`)
+	}
+}
+
+// TestArgumentsDecodeAlike: arguments that pass validation decode into a
+// tool's input the same straight from the request as from their
+// re-encoding, whenever the straight decode is used.
+func TestArgumentsDecodeAlike(t *testing.T) {
+	cases := []string{
+		`{"type":"semantic","key":"k","body":"b"}`,
+		`{"type":"working","key":"k","body":"caf\u00e9 \ud83d\ude00 \"q\" \\ \/","confidence":0.1,"ttl_seconds":60}`,
+		`{"type":"working","key":"k","body":"b","confidence":1e-1,"ttl_seconds":6e1}`,
+		`{"type":"working","key":"k","body":"b","confidence":0.30000000000000004}`,
+		`{"type":"working","key":"k","body":"b","ttl_seconds":60.0}`,
+		`{"type":"working","key":"k","body":"b","tags":null,"metadata":null,"confidence":null}`,
+		`{"type":"working","key":"k","body":"b","tags":["a","a"],"metadata":{"x":"1","x":"2"}}`,
+		`{"type":"working","key":"k","key":"k2","body":"b"}`,
+		"{\"type\":\"working\",\"key\":\"k\",\"body\":\"\xff\xfe bad utf-8\"}",
+		`{"type":"working","key":"k","body":"b","ttl_seconds":1234567890}`,
+	}
+	readCases := []string{
+		`{"key":"k"}`,
+		`{"query":"q","max_tokens":9007199254740993}`,
+		`{"query":"q","max_tokens":123456789012345}`,
+		`{"query":"q","types":["semantic"],"max_tokens":1e3}`,
+	}
+	s := schemaFor[writeIn](nil)
+	decodeBoth(t, s, cases, func() any { return new(writeIn) })
+	decodeBoth(t, schemaFor[readIn](nil), readCases, func() any { return new(readIn) })
+	if !exactNumbers([]byte(`{"a":123456789012345,"b":"9999999999999999999"}`)) || exactNumbers([]byte(`{"a":1234567890123456}`)) {
+		t.Error("exactNumbers misjudges a number's length")
+	}
+}
+
+func decodeBoth(t *testing.T, s *jsonschema.Schema, cases []string, zero func() any) {
+	t.Helper()
+	in, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]*jsonschema.Resolved{}
+	for name, p := range s.Properties {
+		if fields[name], err = p.Resolve(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hasDefaults(s) {
+		t.Fatal("a schema has defaults: the straight decode is never used")
+	}
+	for _, raw := range cases {
+		args, err := applyArguments(json.RawMessage(raw), in, s, fields)
+		if err != nil {
+			t.Errorf("%s: %v", raw, err)
+			continue
+		}
+		slow, fast := zero(), zero()
+		slowErr := json.Unmarshal(args, slow)
+		if !exactNumbers([]byte(raw)) || json.Unmarshal([]byte(raw), fast) != nil {
+			continue // the slow way it is
+		}
+		if slowErr != nil {
+			t.Errorf("%s: decodes straight but not re-encoded: %v", raw, slowErr)
+			continue
+		}
+		if diff := cmp.Diff(slow, fast); diff != "" {
+			t.Errorf("%s: decoded differently (-re-encoded +straight):\n%s", raw, diff)
+		}
 	}
 }
