@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"regexp"
@@ -366,8 +365,10 @@ func (s *syncer) run() error {
 // mirrorState returns the store's mirror state for p, brought up to date
 // with only the rows changed since the version last read, and the stems
 // that changed (all of them after a whole read, reported by whole). The
-// map is shared with later syncs: read it, never write it. d.syncMu must
-// be held.
+// map is the Dir's own, brought forward in place (a copy per sync cost a
+// write as much as its own queries once there were thousands of files):
+// read it, never write it, and let go of it with d.syncMu, which must be
+// held.
 func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identity) (state map[string]memory.FileState, changed []string, whole bool, err error) {
 	since := int64(-1)
 	if d.state != nil && d.stateProject == p {
@@ -384,7 +385,7 @@ func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identit
 	if ch.Version == since {
 		return d.state, nil, false, nil
 	}
-	state = maps.Clone(d.state)
+	state = d.state
 	for stem, fs := range ch.Changed {
 		state[stem] = fs
 		changed = append(changed, stem)
