@@ -48,8 +48,14 @@ type directCalls struct {
 // SDK marks as complete, and which a call can select in its _meta.
 const multiRoundTripVersion = "2026-07-28"
 
-// maxWatched bounds the calls whose _meta is remembered until answered.
-const maxWatched = 64
+// maxWatched bounds the calls whose _meta is remembered until answered,
+// and maxMetas the accepted _meta values kept: a client that puts
+// something new in every call's _meta (a progress token) gains nothing
+// from them and must not grow them.
+const (
+	maxWatched = 64
+	maxMetas   = 16
+)
 
 func newDirectCalls(ctx context.Context, srv *server) *directCalls {
 	return &directCalls{srv: srv.mcp, impl: srv.impl, handler: srv.toolHandler(), tools: srv.tools, ctx: ctx,
@@ -202,6 +208,9 @@ func (d *directCalls) answered(id jsonrpc.ID, result bool) {
 	}
 	var m map[string]any
 	if json.Unmarshal([]byte(meta), &m) != nil {
+		return
+	}
+	if len(d.metas) >= maxMetas {
 		return
 	}
 	v, _ := m[mcp.MetaKeyProtocolVersion].(string)

@@ -479,3 +479,28 @@ func decodeBoth(t *testing.T, s *jsonschema.Schema, cases []string, zero func() 
 		}
 	}
 }
+
+// TestDirectMetasStayFew: a client whose every call carries a new _meta
+// (a progress token) is answered by the SDK each time, and the accepted
+// values kept stay bounded.
+func TestDirectMetasStayFew(t *testing.T) {
+	ls := startLines(t, true)
+	ls.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	ls.next(t)
+	ls.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for i := range 3 * maxMetas {
+		ls.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"progressToken":%d},"name":"memory_list","arguments":{}}}`, 10+i, i))
+		if f := ls.next(t); !strings.Contains(f, `"structuredContent"`) {
+			t.Fatalf("call %d: %s", i, f)
+		}
+	}
+	ls.direct.mu.Lock()
+	n, w := len(ls.direct.metas), len(ls.direct.watching)
+	ls.direct.mu.Unlock()
+	if n > maxMetas || w != 0 {
+		t.Errorf("%d accepted _meta values kept, %d calls watched; want at most %d and none", n, w, maxMetas)
+	}
+	if got := ls.direct.taken.Load(); got != 0 {
+		t.Errorf("%d calls with a new _meta each answered directly", got)
+	}
+}
