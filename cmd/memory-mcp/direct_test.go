@@ -504,3 +504,41 @@ func TestDirectMetasStayFew(t *testing.T) {
 		t.Errorf("%d calls with a new _meta each answered directly", got)
 	}
 }
+
+// BenchmarkAnswerFrame encodes a search-sized tool result into its answer
+// frame, directly and as the SDK's connection does (the result through its
+// encoder, then the response).
+func BenchmarkAnswerFrame(b *testing.B) {
+	hits := make([]searchHit, 10)
+	for i := range hits {
+		hits[i] = searchHit{ID: "01JABCDEFGHJKMNPQRSTVWXYZ", Key: "some-key", Type: "semantic", Scope: "project",
+			Description: "a description of the record", Score: 0.5,
+			Preview: "a preview of the body of the record, about two hundred bytes long, with the matched words in it and some more words after them to fill it up to size",
+			Why:     why{Terms: []string{"preview", "body"}, Fields: []string{"body"}}}
+	}
+	sc, _ := json.Marshal(searchOut{Results: hits, Mode: "keyword"})
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}}, StructuredContent: json.RawMessage(sc)}
+	id, _ := jsonrpc.MakeID(float64(12))
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := answerFrame(id, res, nil, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var buf strings.Builder
+			e := json.NewEncoder(&buf)
+			e.SetEscapeHTML(false)
+			if err := e.Encode(res); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: json.RawMessage(strings.TrimSuffix(buf.String(), "\n"))}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
