@@ -98,3 +98,33 @@ func BenchmarkPutMirrored(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSyncAfterWrite is the sync of the call after a write of a fact:
+// by this process ("own"), its file's event and state row to check; or by
+// another process on the same workspace ("other").
+func BenchmarkSyncAfterWrite(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, who := range []string{"own", "other"} {
+			b.Run(fmt.Sprintf("%s/%d", who, n), func(b *testing.B) {
+				w := benchWS(b, n)
+				writer := w
+				if who == "other" {
+					writer = newWSAt(b, w.root, w.st)
+				}
+				w.sync() // the watch is on
+				b.ResetTimer()
+				for i := range b.N {
+					b.StopTimer()
+					key := fmt.Sprintf("fact-%05d", i%n)
+					if _, _, err := writer.st.Put(writer.ctx, writer.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: key, Body: fmt.Sprintf("Write %d.", i)}); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					if rep := w.sync(); len(rep.Imported)+len(rep.Problems) > 0 {
+						b.Fatalf("sync after a write: %+v", rep)
+					}
+				}
+			})
+		}
+	}
+}

@@ -187,3 +187,67 @@ func TestSyncReadsRewriteThatKeptSizeAndMtime(t *testing.T) {
 		t.Errorf("alpha = %q, %v", got.Body, err)
 	}
 }
+
+// heldMirror is a Dir whose writes pause, file written, until released:
+// another process's write between its file's rename and its commit.
+type heldMirror struct {
+	*Dir
+	written chan struct{}
+	release chan struct{}
+}
+
+func (h heldMirror) Write(rec memory.Record, last *memory.FileState) (memory.FileState, func(), error) {
+	st, undo, err := h.Dir.Write(rec, last)
+	close(h.written)
+	<-h.release
+	return st, undo, err
+}
+
+// TestQuickSyncWaitsForWriteInFlight: a file another process has renamed
+// into place but not yet committed is unknown to the state. The sync waits
+// for the commit instead of scanning the whole directory, and then finds
+// the file exactly as recorded; a file nobody commits is still read by a
+// full sync once the waits are over.
+func TestQuickSyncWaitsForWriteInFlight(t *testing.T) {
+	waits := commitWaits
+	commitWaits = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}
+	t.Cleanup(func() { commitWaits = waits })
+	root, db := t.TempDir(), filepath.Join(t.TempDir(), "memory.db")
+	a, b := newWSAt(t, root, mustOpen(t, db)), newWSAt(t, root, mustOpen(t, db))
+	a.put(memory.Semantic, "first", "", "Makes the directory.")
+	b.sync()
+	b.sync() // the watch is on
+
+	h := heldMirror{Dir: a.dir, written: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := a.st.Put(a.ctx, memory.Project{ID: a.p, Mirror: h}, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "in-flight", Body: "Written, not yet committed."})
+		done <- err
+	}()
+	<-h.written
+	time.AfterFunc(60*time.Millisecond, func() { close(h.release) })
+	before := b.dir.quickSyncs
+	rep := b.sync()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if b.dir.quickSyncs != before+1 {
+		t.Errorf("the sync scanned the directory instead of waiting for the commit")
+	}
+	if len(rep.Imported)+len(rep.Deleted)+len(rep.Renamed) > 0 || len(rep.Problems) > 0 {
+		t.Errorf("sync = %+v, want nothing to do", rep)
+	}
+	checkSynced(t, b, rep, 0)
+
+	// A hand-written file: no commit comes.
+	commitWaits = []time.Duration{time.Millisecond}
+	b.write("by-hand.md", "Written by hand.\n")
+	before = b.dir.quickSyncs
+	rep = b.sync()
+	if b.dir.quickSyncs != before {
+		t.Error("a file nobody recorded was trusted")
+	}
+	if !slices.Equal(rep.Imported, []string{"by-hand"}) {
+		t.Errorf("sync = %+v, want by-hand imported", rep)
+	}
+}

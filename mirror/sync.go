@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"regexp"
@@ -186,18 +185,77 @@ func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity,
 			return Report{}, false
 		}
 		defer r.Close()
-		for stem := range look {
-			if !d.asRecorded(r, stem) {
-				// The full sync must read these files whatever their
-				// size and mtime say: the events are spent, and a
-				// second write within the clock's resolution keeps both.
-				d.mustRead = look
-				return Report{}, false
-			}
+		if !d.allRecorded(ctx, st, p, r, look) {
+			// The full sync must read these files whatever their
+			// size and mtime say: the events are spent, and a
+			// second write within the clock's resolution keeps both.
+			d.mustRead = look
+			return Report{}, false
 		}
 	}
 	d.quickSyncs++
 	return Report{Problems: slices.Clone(d.lastProblems)}, true
+}
+
+// commitWaits are the pauses allRecorded makes for another process's
+// write to commit.
+var commitWaits = []time.Duration{200 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond}
+
+// allRecorded reports whether every file of look is as the state records
+// it (see asRecorded). A writer renames a file into place before its
+// transaction commits, so a file the state does not know at all may be
+// another process's write that is about to commit: with processes
+// writing facts into one workspace that was every tenth call. For such
+// files only, it waits a moment and reads the state's changes again, up
+// to a few milliseconds in all, adding the stems those changes name to
+// look; the alternative, a full sync, reads every file written in the
+// last racyWindow. d.syncMu must be held.
+func (d *Dir) allRecorded(ctx context.Context, st *memory.Store, p scope.Identity, r *os.Root, look map[string]bool) bool {
+	var pending []string
+	for stem := range look {
+		if !d.asRecorded(r, stem) {
+			pending = append(pending, stem)
+		}
+	}
+	for attempt := 0; len(pending) > 0; attempt++ {
+		for _, stem := range pending {
+			if _, known := d.state[stem]; known {
+				return false // a change the state does not explain
+			}
+			if _, err := r.Lstat(stem + ".md"); err != nil {
+				return false // refused before, or gone again: not a write in flight
+			}
+		}
+		if attempt == len(commitWaits) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(commitWaits[attempt]):
+		}
+		_, changed, whole, err := d.mirrorState(ctx, st, p)
+		if err != nil || whole {
+			return false
+		}
+		for _, stem := range changed {
+			if !look[stem] {
+				look[stem] = true
+				pending = append(pending, stem)
+			}
+		}
+		if len(look) > maxLooks {
+			return false
+		}
+		still := pending[:0]
+		for _, stem := range pending {
+			if !d.asRecorded(r, stem) {
+				still = append(still, stem)
+			}
+		}
+		pending = still
+	}
+	return true
 }
 
 // maxLooks is how many files unchanged checks one by one; more changes
@@ -307,8 +365,10 @@ func (s *syncer) run() error {
 // mirrorState returns the store's mirror state for p, brought up to date
 // with only the rows changed since the version last read, and the stems
 // that changed (all of them after a whole read, reported by whole). The
-// map is shared with later syncs: read it, never write it. d.syncMu must
-// be held.
+// map is the Dir's own, brought forward in place (a copy per sync cost a
+// write as much as its own queries once there were thousands of files):
+// read it, never write it, and let go of it with d.syncMu, which must be
+// held.
 func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identity) (state map[string]memory.FileState, changed []string, whole bool, err error) {
 	since := int64(-1)
 	if d.state != nil && d.stateProject == p {
@@ -325,7 +385,7 @@ func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identit
 	if ch.Version == since {
 		return d.state, nil, false, nil
 	}
-	state = maps.Clone(d.state)
+	state = d.state
 	for stem, fs := range ch.Changed {
 		state[stem] = fs
 		changed = append(changed, stem)

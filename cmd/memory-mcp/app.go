@@ -24,12 +24,17 @@ type app struct {
 }
 
 func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
+	return openAppWith(ctx, cfg, log, nil)
+}
+
+// openAppWith is openApp with the store opened with opts.
+func openAppWith(ctx context.Context, cfg Config, log *slog.Logger, opts *memory.Options) (*app, error) {
 	dir, err := mirror.Open(cfg.Root)
 	if err != nil {
 		return nil, err
 	}
 	dir.SetLogger(log)
-	st, err := memory.Open(ctx, cfg.DBPath, nil)
+	st, err := memory.Open(ctx, cfg.DBPath, opts)
 	if err != nil {
 		return nil, err
 	}

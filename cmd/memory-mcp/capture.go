@@ -50,7 +50,7 @@ type captureOut struct {
 	Refused       []memory.Refusal `json:"refused"`
 }
 
-func (srv *server) addCaptureTool(s *mcp.Server) {
+func (srv *server) addCaptureTool(s toolAdder) {
 	addTool(s, &mcp.Tool{
 		Name:  "memory_capture",
 		Title: "Learn from a finished session",

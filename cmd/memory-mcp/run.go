@@ -141,7 +141,7 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	stopEmbedding := a.sem.start(ctx)
 	log.Debug("serving", "db", a.cfg.DBPath, "root", a.cfg.Root)
-	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
+	err := serveStdio(ctx, srv, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
 	// database closes; loading the tokenizer for that takes a fraction of
 	// a second, more on a loaded machine. Clients wait 5 s for an exit.

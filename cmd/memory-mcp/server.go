@@ -20,14 +20,18 @@ import (
 
 // server is the MCP face of an app.
 type server struct {
-	app *app
-	mcp *mcp.Server
-	log *slog.Logger
+	app  *app
+	mcp  *mcp.Server
+	impl *mcp.Implementation
+	log  *slog.Logger
 
 	mu   sync.Mutex
 	subs map[string]int // subscribed URIs, counted over sessions
 
 	kick chan struct{} // asks for the instructions to be recomputed
+
+	middleware []mcp.Middleware           // around every request the SDK receives
+	tools      map[string]mcp.ToolHandler // our tools by name, as registered
 }
 
 const guide = `memory-mcp keeps what this team learned, decided and agreed, across sessions.
@@ -41,18 +45,32 @@ const guide = `memory-mcp keeps what this team learned, decided and agreed, acro
 const instructionsBudget = 500
 
 func newServer(a *app, log *slog.Logger) *server {
-	srv := &server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1)}
-	srv.mcp = mcp.NewServer(&mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: serverVersion()}, &mcp.ServerOptions{
+	srv := &server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1), tools: map[string]mcp.ToolHandler{}}
+	srv.impl = &mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: serverVersion()}
+	srv.mcp = mcp.NewServer(srv.impl, &mcp.ServerOptions{
 		Instructions:       guide,
 		Logger:             quieter(log),
 		SubscribeHandler:   srv.subscribe,
 		UnsubscribeHandler: srv.unsubscribe,
 	})
-	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound)
-	srv.addTools(srv.mcp)
+	srv.middleware = []mcp.Middleware{srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound}
+	srv.mcp.AddReceivingMiddleware(srv.middleware...)
+	srv.addTools(srv)
 	srv.addResources(srv.mcp)
 	srv.addPrompts(srv.mcp)
 	return srv
+}
+
+// AddTool registers a tool with the SDK and keeps its handler for calls
+// answered without it (see directCalls).
+func (srv *server) AddTool(t *mcp.Tool, h mcp.ToolHandler) {
+	srv.mcp.AddTool(t, h)
+	srv.tools[t.Name] = h
+}
+
+// toolAdder is where tools are registered: the server, or an SDK server.
+type toolAdder interface {
+	AddTool(*mcp.Tool, mcp.ToolHandler)
 }
 
 // quieter is log for the SDK: its per-session chatter is debug detail to

@@ -25,9 +25,16 @@ const maxLine = 16 << 20
 // the SDK, because one malformed line would end the SDK's session: lines that
 // are not JSON-RPC are answered with an error and dropped, the rest go on,
 // decoded already, so the SDK does not parse them again. When in ends, it
-// waits for answers to requests already received.
-func serveStdio(ctx context.Context, s *mcp.Server, in io.Reader, out io.Writer, log *slog.Logger) error {
+// waits for answers to requests already received. Plain calls of our
+// tools are answered here, without the SDK (see directCalls).
+func serveStdio(ctx context.Context, srv *server, in io.Reader, out io.Writer, log *slog.Logger) error {
 	c := newStdioConn(out)
+	c.direct = newDirectCalls(ctx, srv)
+	return serveConn(ctx, srv.mcp, c, in, log)
+}
+
+// serveConn is serveStdio on c, whose direct calls, if any, are set.
+func serveConn(ctx context.Context, s *mcp.Server, c *stdioConn, in io.Reader, log *slog.Logger) error {
 	go func() {
 		err := filterLines(in, c, log)
 		c.drain(10 * time.Second)
@@ -109,6 +116,14 @@ func forward(line []byte, c *stdioConn, log *slog.Logger) error {
 	}
 	var msg jsonrpc.Message
 	if req, ok := plainMessage(obj, line); ok {
+		if c.direct != nil {
+			if c.direct.take(c, req, id) {
+				return nil
+			}
+			if req.Method == "notifications/cancelled" {
+				c.direct.cancelled(req.Params)
+			}
+		}
 		msg = req
 	} else {
 		// The SDK's decoder is stricter than encoding/json (it caps nesting
@@ -124,6 +139,10 @@ func forward(line []byte, c *stdioConn, log *slog.Logger) error {
 		}
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+		if c.direct != nil && c.direct.duplicate(req, id) {
+			log.Warn("dropped a request whose id a call still running uses", "method", req.Method)
+			return nil
+		}
 		c.expect(id)
 	}
 	return c.deliver(msg)
@@ -246,6 +265,8 @@ type stdioConn struct {
 	pending map[string]bool
 	idle    chan struct{}
 
+	direct *directCalls // answers plain tool calls; nil to leave all to the SDK
+
 	in     chan jsonrpc.Message
 	ended  chan struct{} // closed when the input is over
 	endErr error         // why, nil at its end
@@ -306,9 +327,23 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	defer c.mu.Unlock()
 	if r, ok := msg.(*jsonrpc.Response); ok && r.ID.IsValid() {
 		c.settle(r.ID)
+		if c.direct != nil {
+			c.direct.answered(r.ID, r.Error == nil)
+		}
 	}
 	_, err = c.out.Write(append(data, '\n'))
 	return err
+}
+
+// writeAnswer writes frame, the answer to the request with id, and
+// settles that request.
+func (c *stdioConn) writeAnswer(id jsonrpc.ID, frame []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id.IsValid() {
+		c.settle(id)
+	}
+	c.out.Write(append(frame, '\n'))
 }
 
 func (c *stdioConn) Close() error {

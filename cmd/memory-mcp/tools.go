@@ -216,7 +216,7 @@ type searchOut struct {
 func boolp(b bool) *bool { return &b }
 
 // addTools registers every tool on s.
-func (srv *server) addTools(s *mcp.Server) {
+func (srv *server) addTools(s toolAdder) {
 	selDocs := func(p map[string]*jsonschema.Schema) {
 		describe(p, fieldDocs)
 		enum(p["type"], typeEnum)
@@ -596,7 +596,7 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 // Out. Unlike mcp.AddTool it does not validate every result against the
 // output schema: results are values of Out itself, the type the schema was
 // made from, and validating a page of a list cost a third of the call.
-func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
 	out, err := jsonschema.For[Out](&jsonschema.ForOptions{})
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
@@ -613,12 +613,21 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, O
 			panic(fmt.Sprintf("tool %s: input schema of %s: %v", t.Name, name, err))
 		}
 	}
+	defaults := hasDefaults(schema)
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		args, err := applyArguments(req.Params.Arguments, in, schema, fields)
 		if err != nil {
 			return errorResult(err), nil
 		}
 		var v In
+		// Valid arguments with no defaults to apply decode straight from
+		// the request, as they would from args re-encoded, unless a number
+		// too long for a float64 would come out otherwise (or a number
+		// fails to fit its field: the slow way says which).
+		if !defaults && len(req.Params.Arguments) > 0 && exactNumbers(req.Params.Arguments) && json.Unmarshal(req.Params.Arguments, &v) == nil {
+			return runTool(ctx, t.Name, h, req, v)
+		}
+		v = *new(In)
 		if err := json.Unmarshal(args, &v); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field != "" {
@@ -626,23 +635,76 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, O
 			}
 			return errorResult(memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")), nil
 		}
-		res, o, err := h(ctx, req, v)
-		if err != nil {
-			return errorResult(err), nil
-		}
-		if res == nil {
-			res = &mcp.CallToolResult{}
-		}
-		b, err := json.Marshal(o)
-		if err != nil {
-			return nil, fmt.Errorf("marshal %s result: %w", t.Name, err)
-		}
-		res.StructuredContent = json.RawMessage(b)
-		if res.Content == nil {
-			res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
-		}
-		return res, nil
+		return runTool(ctx, t.Name, h, req, v)
 	})
+}
+
+// runTool runs a tool's handler on its decoded arguments and makes its result.
+func runTool[In, Out any](ctx context.Context, name string, h mcp.ToolHandlerFor[In, Out], req *mcp.CallToolRequest, v In) (*mcp.CallToolResult, error) {
+	res, o, err := h(ctx, req, v)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	if res == nil {
+		res = &mcp.CallToolResult{}
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s result: %w", name, err)
+	}
+	res.StructuredContent = json.RawMessage(b)
+	if res.Content == nil {
+		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
+	}
+	return res, nil
+}
+
+// hasDefaults reports whether s or any schema inside it has a default.
+func hasDefaults(s *jsonschema.Schema) bool {
+	if s == nil {
+		return false
+	}
+	if s.Default != nil {
+		return true
+	}
+	for _, p := range s.Properties {
+		if hasDefaults(p) {
+			return true
+		}
+	}
+	return hasDefaults(s.Items) || hasDefaults(s.AdditionalProperties)
+}
+
+// exactNumbers reports whether every number in the JSON b has at most 15
+// characters, so that a float64 holds its value exactly and decoding it
+// into a field gives what decoding its re-encoding would.
+func exactNumbers(b []byte) bool {
+	inString, escaped, run := false, false, 0
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+			run = 0
+		case c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E':
+			if run++; run > 15 {
+				return false
+			}
+		default:
+			run = 0
+		}
+	}
+	return true
 }
 
 // applyArguments validates a call's arguments against the tool's input
