@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -27,8 +28,10 @@ type SearchOptions struct {
 	Bodies   bool // hits keep their records' bodies
 }
 
-// Hit is one search result. Its Record has no body; Preview is the part of
-// the body (or the description) around the first matched word.
+// Hit is one search result. Its Record has no body, and unless the search
+// asked for bodies it holds only the id, scope, type, key and description
+// (what a hit shows); Preview is the part of the body (or the description)
+// around the first matched word.
 type Hit struct {
 	Record  Record
 	Score   float64 // 0..1, higher is better
@@ -137,38 +140,31 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if len(results) == 0 {
 		return []Hit{}, nil
 	}
-	ids := make([]byte, 0, 16*len(results))
-	ids = append(ids, '[')
-	for i, r := range results {
-		if i > 0 {
-			ids = append(ids, ',')
-		}
-		ids = strconv.AppendInt(ids, r.ID, 10)
-	}
-	ids = append(ids, ']')
 	// The rows are read by rowid alone: the index was current when the
 	// search began and has judged visibility and the scope chain, and a
 	// record changed since is shown as it is now. One deleted since, or
 	// whose rowid now holds a record of another project or one expired,
 	// is left out.
-	pass, err := s.readHits(ctx, keys, global, ids)
+	recs, err := s.readHits(ctx, keys, global, results, opts.Bodies)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
 	hits := make([]Hit, 0, len(results))
-	for _, r := range results {
-		rec, ok := pass[r.ID]
-		if !ok {
+	for i, r := range results {
+		rec := recs[i]
+		if rec.ID == "" {
 			continue
 		}
 		h := Hit{Record: rec, Score: r.Score, Preview: preview(rec, r.Terms, words)}
+		h.Why.Terms = make([]string, 0, len(r.Terms))
 		for _, t := range r.Terms {
 			if w := words[t]; !slices.Contains(h.Why.Terms, w) {
 				h.Why.Terms = append(h.Why.Terms, w)
 			}
 		}
-		for _, f := range r.Fields {
-			h.Why.Fields = append(h.Why.Fields, f.String())
+		h.Why.Fields = make([]string, len(r.Fields))
+		for i, f := range r.Fields {
+			h.Why.Fields[i] = f.String()
 		}
 		if !opts.Bodies {
 			h.Record.Body = ""
@@ -191,34 +187,68 @@ func visibleBuckets(p scope.Identity) []string {
 	return keys
 }
 
-// readHits reads the records of rowids, a JSON array, that live in one of
-// the buckets keys, a record in the global bucket only from level global
-// up.
-func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, rowids []byte) (map[int64]Record, error) {
-	_, stmt, err := s.search.statements(ctx, s.db)
+// readHits reads the records of results, in their order, that live in one
+// of the buckets keys, a record in the global bucket only from level
+// global up; a record not read is left zero. With full, each record is
+// read whole; without, only what a hit shows: its id, scope, type, key,
+// description and body (for the preview).
+func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, results []index.Result, full bool) ([]Record, error) {
+	_, hitsStmt, cardStmt, err := s.search.statements(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, string(rowids))
+	ids := make([]byte, 0, 8*len(results)+2)
+	ids = append(ids, '[')
+	for i, r := range results {
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = strconv.AppendInt(ids, r.ID, 10)
+	}
+	ids = append(ids, ']')
+	stmt := cardStmt
+	if full {
+		stmt = hitsStmt
+	}
+	rows, err := stmt.QueryContext(ctx, string(ids))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	now := s.now()
-	pass := map[int64]Record{}
+	out := make([]Record, len(results))
+	// Scanned into once per call, not once per row: each is handed to
+	// Scan behind an interface, and would be allocated anew.
+	var id int64
+	var project, rid, typ, key, desc, body string
+	var sc int
+	var exp sql.NullInt64
 	for rows.Next() {
-		var id int64
-		var project string
-		r, err := scanRecord(withRowid{rows, &id, &project})
-		if err != nil {
-			return nil, err
+		var r Record
+		if full {
+			if r, err = scanRecord(withRowid{rows, &id, &project}); err != nil {
+				return nil, err
+			}
+		} else {
+			if err := rows.Scan(&id, &project, &rid, &sc, &typ, &key, &desc, &body, &exp); err != nil {
+				return nil, err
+			}
+			r = Record{ID: rid, Scope: scope.Level(sc), Type: types[typ], Key: key, Description: desc, Body: body, ExpiresAt: fromNanos(exp)}
+			if r.Type == "" {
+				r.Type = Type(typ)
+			}
 		}
 		if !slices.Contains(keys, project) || project == "" && r.Scope < global || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
 			continue
 		}
-		pass[id] = r
+		for i, res := range results {
+			if res.ID == id {
+				out[i] = r
+				break
+			}
+		}
 	}
-	return pass, rows.Err()
+	return out, rows.Err()
 }
 
 // withRowid scans a row whose first columns are the rowid and the

@@ -26,24 +26,29 @@ type searchIndex struct {
 	prep     sync.Mutex
 	lastStmt *sql.Stmt // the store's last change
 	hitsStmt *sql.Stmt // the records of a JSON array of rowids
+	cardStmt *sql.Stmt // what a hit shows of them, without reading all
 }
 
 // statements returns the prepared statements of searches.
-func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits *sql.Stmt, err error) {
+func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits, cards *sql.Stmt, err error) {
 	x.prep.Lock()
 	defer x.prep.Unlock()
-	if x.lastStmt == nil {
-		if x.lastStmt, err = db.PrepareContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM changes`); err != nil {
-			return nil, nil, fmt.Errorf("prepare: %w", err)
+	for _, st := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&x.lastStmt, `SELECT COALESCE(MAX(seq), 0) FROM changes`},
+		{&x.hitsStmt, `SELECT r.rowid, r.project, ` + cols + ` FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
+		{&x.cardStmt, `SELECT r.rowid, r.project, r.id, r.scope, r.type, r.key, r.description, r.body, r.expires_at
+			FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
+	} {
+		if *st.stmt == nil {
+			if *st.stmt, err = db.PrepareContext(ctx, st.query); err != nil {
+				return nil, nil, nil, fmt.Errorf("prepare: %w", err)
+			}
 		}
 	}
-	if x.hitsStmt == nil {
-		if x.hitsStmt, err = db.PrepareContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r
-			WHERE r.rowid IN (SELECT value FROM json_each(?))`); err != nil {
-			return nil, nil, fmt.Errorf("prepare: %w", err)
-		}
-	}
-	return x.lastStmt, x.hitsStmt, nil
+	return x.lastStmt, x.hitsStmt, x.cardStmt, nil
 }
 
 type bucketIndex struct {
@@ -82,7 +87,7 @@ func (m *docMeta) visible(now int64) bool { return m.expires == 0 || m.expires >
 
 // catchUp brings the buckets of keys up to date and returns them.
 func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([]*bucketIndex, error) {
-	lastStmt, _, err := x.statements(ctx, db)
+	lastStmt, _, _, err := x.statements(ctx, db)
 	if err != nil {
 		return nil, err
 	}
