@@ -75,23 +75,35 @@ type posting struct {
 	tf  [NumFields]uint8
 }
 
+// doc is a document's entry. Its term ids, every field's in order, are
+// uvarints in the partition's toks, each document's after the one
+// before's: one array for all of them, rather than a slice each, saves a
+// slice header and an allocation per document and gives the collector no
+// pointers to follow.
 type doc struct {
 	id   int64
-	toks []byte            // term ids of every field, in order, as uvarints
-	ends [NumFields]uint32 // where each field's terms end in toks
-	lens [NumFields]uint32 // how many terms each field has
+	ends [NumFields]uint32 // where each field's terms end in the partition's toks
+	lens [NumFields]uint16 // how many terms each field has, at most MaxUint16
 	dead bool
 }
 
-func (d *doc) len(f Field) uint32 { return d.lens[f] }
+func (d *doc) len(f Field) uint32 { return uint32(d.lens[f]) }
 
-// field appends the term ids of field f to buf.
-func (d *doc) field(f Field, buf []uint32) []uint32 {
-	start := uint32(0)
-	if f > 0 {
-		start = d.ends[f-1]
+// docStart is where document n's terms begin in p.toks.
+func (p *Partition) docStart(n uint32) uint32 {
+	if n == 0 {
+		return 0
 	}
-	b := d.toks[start:d.ends[f]]
+	return p.docs[n-1].ends[NumFields-1]
+}
+
+// field appends the term ids of document n's field f to buf.
+func (p *Partition) field(n uint32, f Field, buf []uint32) []uint32 {
+	from := p.docStart(n)
+	if f > 0 {
+		from = p.docs[n].ends[f-1]
+	}
+	b := p.toks[from:p.docs[n].ends[f]]
 	for len(b) > 0 {
 		v, n := binary.Uvarint(b)
 		buf = append(buf, uint32(v))
@@ -111,6 +123,7 @@ type Partition struct {
 	skips map[uint32][]skip // the blocks of lists longer than one
 	df    []int32           // live documents holding each term
 	docs  []doc
+	toks  []byte // the documents' term ids (see doc)
 	byID  map[int64]uint32
 	live  int
 	dead  int
@@ -127,6 +140,7 @@ type Partition struct {
 	stop []bool // by term id: a stop-word, kept only for phrases
 
 	enc  []byte // where Put encodes a document's terms
+	ends [NumFields]uint32 // and where each field's end in enc
 	work struct {
 		at    map[uint32]int // index in order by term
 		order []posting      // a document's terms, in the doc field, and counts
@@ -155,23 +169,21 @@ func (p *Partition) Put(d Doc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	nd := doc{id: d.ID}
-	// Encoded in a buffer kept for the purpose and copied out at its
-	// length: grown in place, a document's list kept a third more room
-	// than it used.
+	// Encoded aside first: deleting the document's old version may
+	// compact the partition's toks.
 	toks := p.enc[:0]
 	for f := range NumFields {
 		for _, t := range fields[f] {
 			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
-			if !isStop(t) {
+			if !isStop(t) && nd.lens[f] < math.MaxUint16 {
 				nd.lens[f]++
 			}
 		}
-		nd.ends[f] = uint32(len(toks))
+		p.ends[f] = uint32(len(toks))
 	}
-	nd.toks = slices.Clone(toks)
 	p.enc = toks
 	p.deleteLocked(d.ID)
-	p.addLocked(nd)
+	p.addLocked(nd, toks, p.ends)
 }
 
 // termID returns t's id, adding it to the dictionary.
@@ -189,8 +201,15 @@ func (p *Partition) termID(t string) uint32 {
 	return id
 }
 
-func (p *Partition) addLocked(d doc) {
+// addLocked adds document d, whose terms are toks, field f's ending at
+// ends[f].
+func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 	n := uint32(len(p.docs))
+	base := uint32(len(p.toks))
+	p.toks = append(p.toks, toks...)
+	for f := range NumFields {
+		d.ends[f] = base + ends[f]
+	}
 	p.docs = append(p.docs, d)
 	p.byID[d.id] = n
 	p.live++
@@ -204,7 +223,7 @@ func (p *Partition) addLocked(d doc) {
 	clear(w.at)
 	w.order = w.order[:0]
 	for f := range NumFields {
-		w.fl = d.field(f, w.fl[:0])
+		w.fl = p.field(n, f, w.fl[:0])
 		p.lens[f] += int64(d.lens[f])
 		for _, t := range w.fl {
 			if p.stop[t] {
@@ -321,7 +340,7 @@ func (p *Partition) Trim() {
 		}
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
-	p.docs = shrink(p.docs)
+	p.docs, p.toks = shrink(p.docs), shrink(p.toks)
 	p.post, p.df, p.maxr, p.stop = shrink(p.post), shrink(p.df), shrink(p.maxr), shrink(p.stop)
 	p.last, p.count = shrink(p.last), shrink(p.count)
 	p.enc = nil
@@ -358,7 +377,7 @@ func (p *Partition) deleteLocked(id int64) {
 	seen := map[uint32]bool{}
 	var fl []uint32
 	for f := range NumFields {
-		fl = d.field(f, fl[:0])
+		fl = p.field(n, f, fl[:0])
 		p.lens[f] -= int64(d.lens[f])
 		for _, t := range fl {
 			if !seen[t] && !p.stop[t] {
@@ -374,8 +393,9 @@ func (p *Partition) deleteLocked(id int64) {
 
 // compactLocked rebuilds the postings without dead documents.
 func (p *Partition) compactLocked() {
-	old := p.docs
+	old, oldToks := p.docs, p.toks
 	p.docs = make([]doc, 0, p.live)
+	p.toks = make([]byte, 0, len(p.toks)*p.live/max(1, p.live+p.dead))
 	p.byID = make(map[int64]uint32, p.live)
 	clear(p.skips)
 	for t := range p.post {
@@ -387,10 +407,16 @@ func (p *Partition) compactLocked() {
 	p.ref = [NumFields]float64{}
 	p.live, p.dead = 0, 0
 	p.lens = [NumFields]int64{}
+	from := uint32(0)
 	for _, d := range old {
 		if !d.dead {
-			p.addLocked(d)
+			var ends [NumFields]uint32
+			for f := range NumFields {
+				ends[f] = d.ends[f] - from
+			}
+			p.addLocked(doc{id: d.id, lens: d.lens}, oldToks[from:d.ends[NumFields-1]], ends)
 		}
+		from = d.ends[NumFields-1]
 	}
 	for t := range p.post {
 		if len(p.post[t]) == 0 {
@@ -527,8 +553,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		}
 		for i := range cands {
 			c := &cands[i]
-			d := &parts[c.part].docs[c.doc]
-			share := runShare(d, ids[c.part], parts[c.part].stop, &s.sc)
+			share := runShare(parts[c.part], c.doc, ids[c.part], &s.sc)
 			c.score += prm.Phrase * share * share * top
 		}
 	}
@@ -606,7 +631,7 @@ func phraseIDs(p *Partition, q Query) []uint32 {
 // order and adjacent, within one field of d and holds a word that is not a
 // stop-word, as a share of the whole sequence, counted in adjacent pairs.
 // Stop-words count inside a run: a quoted phrase is matched as written.
-func runShare(d *doc, q []uint32, stop []bool, sc *scratch) float64 {
+func runShare(p *Partition, n uint32, q []uint32, sc *scratch) float64 {
 	if len(q) < 2 {
 		return 0
 	}
@@ -619,12 +644,13 @@ func runShare(d *doc, q []uint32, stop []bool, sc *scratch) float64 {
 		mask |= 1 << (t & 63)
 	}
 	best := 0
-	from := uint32(0)
+	d, stop := &p.docs[n], p.stop
+	from := p.docStart(n)
 	for f := range NumFields {
 		for i := range end {
 			end[i] = -2
 		}
-		b := d.toks[from:d.ends[f]]
+		b := p.toks[from:d.ends[f]]
 		from = d.ends[f]
 		for j := 0; len(b) > 0; j++ {
 			v, n := binary.Uvarint(b)
@@ -777,7 +803,7 @@ walk:
 		if checks++; checks > maxPhraseChecks {
 			break
 		}
-		if runShare(d, seq, p.stop, &s.sc) < 1 || q.Accept != nil && !q.Accept(d.id) {
+		if runShare(p, at, seq, &s.sc) < 1 || q.Accept != nil && !q.Accept(d.id) {
 			continue
 		}
 		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})

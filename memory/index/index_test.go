@@ -289,10 +289,9 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 			qs = append(qs, words[r.Intn(len(words))])
 		}
 		q := phraseIDs(p, Query{Phrase: Sequence(strings.Join(qs, " "))})
-		d := &p.docs[0]
 		best := 0
 		for f := range NumFields {
-			fl := d.field(f, nil)
+			fl := p.field(0, f, nil)
 			for i := range q {
 				for j := range fl {
 					n, content := 0, false
@@ -310,7 +309,7 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 		if best >= 2 {
 			want = float64(best-1) / float64(len(q)-1)
 		}
-		if got := runShare(d, q, p.stop, &sc); got != want {
+		if got := runShare(p, 0, q, &sc); got != want {
 			t.Fatalf("fields %q, query %q: runShare %v, want %v", fields, qs, got, want)
 		}
 	}
@@ -327,5 +326,46 @@ func TestBound16(t *testing.T) {
 	}
 	if !(up16(2.1) > up16(1.999) && up16(1.999) >= up16(1.99) && up16(1.99) > up16(1.5)) {
 		t.Error("bounds out of order")
+	}
+}
+
+// TestReplaceCompactsAndKeepsPhrases replaces documents until the
+// partition compacts, several times over: each document's terms must
+// survive the moves, so that phrases, fields and lengths are still its
+// own.
+func TestReplaceCompactsAndKeepsPhrases(t *testing.T) {
+	p := NewPartition()
+	const n = 400
+	text := func(i, round int) [NumFields]string {
+		return [NumFields]string{fmt.Sprintf("key%d", i), fmt.Sprintf("round%d note", round),
+			fmt.Sprintf("the quick fox%d jumps over the lazy dog%d in round%d", i, i, round), "tag"}
+	}
+	for round := range 4 {
+		for i := range n {
+			p.Put(Doc{ID: int64(i), Fields: text(i, round)})
+		}
+	}
+	if p.Len() != n {
+		t.Fatalf("len %d", p.Len())
+	}
+	if len(p.docs) >= 4*n {
+		t.Fatalf("never compacted: %d documents kept", len(p.docs))
+	}
+	for _, i := range []int{0, 17, n - 1} {
+		phrase := fmt.Sprintf("jumps over the lazy dog%d", i)
+		got := Search([]*Partition{p}, Query{Terms: Analyze(phrase), Phrase: Sequence(phrase), K: 3}, DefaultParams)
+		if len(got) == 0 || got[0].ID != int64(i) {
+			t.Fatalf("%q: %v, want %d first", phrase, ids(got), i)
+		}
+		if !slices.Equal(got[0].Fields, []Field{Body}) {
+			t.Errorf("%q: fields %v, want body", phrase, got[0].Fields)
+		}
+		n := p.byID[int64(i)]
+		if got, want := p.field(n, Description, nil), phraseIDs(p, Query{Phrase: Sequence("round3 note")}); !slices.Equal(got, want) {
+			t.Errorf("document %d description terms %v, want %v", i, got, want)
+		}
+	}
+	if got := search([]*Partition{p}, "round0", 5); len(got) != 0 {
+		t.Errorf("round0 still found in %v", ids(got))
 	}
 }
