@@ -139,7 +139,7 @@ type Partition struct {
 
 	stop []bool // by term id: a stop-word, kept only for phrases
 
-	enc  []byte // where Put encodes a document's terms
+	enc  []byte            // where Put encodes a document's terms
 	ends [NumFields]uint32 // and where each field's end in enc
 	work struct {
 		at    map[uint32]int // index in order by term
