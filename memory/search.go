@@ -78,11 +78,11 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		since = opts.Since.UnixNano()
 	}
 	accept := func(id int64) bool {
-		var m docMeta
+		var m *docMeta
 		var in *bucketIndex
 		for i, b := range buckets {
 			var found bool
-			if m, found = b.meta[id]; found {
+			if m, found = b.get(id); found {
 				if keys[i] == "" && scope.Level(m.scope) < global {
 					return false // another kind of caller's level in the global bucket
 				}
@@ -90,11 +90,10 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 				break
 			}
 		}
-		found := in != nil
-		if !found || !m.visible(now) {
+		if in == nil || !m.visible(now) {
 			return false
 		}
-		if opts.Type != "" && m.typ != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, m.typ) {
+		if opts.Type != "" && in.typ(m) != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, in.typ(m)) {
 			return false
 		}
 		if opts.Scope != nil && int(m.scope) != int(*opts.Scope) || m.updated < since {
@@ -107,15 +106,19 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		}
 		// The scope chain: a narrower visible record of the same name
 		// shadows this one.
+		shadowed := false
 		for i, b := range buckets {
-			for _, other := range b.names[m.name] {
-				o := b.meta[other]
+			b.sameName(m.name, func(o *docMeta) bool {
 				if keys[i] == "" && scope.Level(o.scope) < global {
-					continue
+					return true
 				}
-				if o.scope < m.scope && o.typ == m.typ && o.key == m.key && o.visible(now) {
-					return false
+				if o.scope < m.scope && b.typ(o) == in.typ(m) && string(b.key(o)) == string(in.key(m)) && o.visible(now) {
+					shadowed = true
 				}
+				return !shadowed
+			})
+			if shadowed {
+				return false
 			}
 		}
 		return true
@@ -250,6 +253,9 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 	}
 	return out, rows.Err()
 }
+
+// types shares one copy of each type's name among the records read.
+var types = map[string]Type{string(Working): Working, string(Episodic): Episodic, string(Semantic): Semantic, string(Procedural): Procedural}
 
 // withRowid scans a row whose first columns are the rowid and the
 // project, then a record.
