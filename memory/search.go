@@ -77,20 +77,13 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if !opts.Since.IsZero() {
 		since = opts.Since.UnixNano()
 	}
-	accept := func(id int64) bool {
-		var m *docMeta
-		var in *bucketIndex
-		for i, b := range buckets {
-			var found bool
-			if m, found = b.get(id); found {
-				if keys[i] == "" && scope.Level(m.scope) < global {
-					return false // another kind of caller's level in the global bucket
-				}
-				in = b
-				break
-			}
+	accept := func(c index.Candidate) bool {
+		in := buckets[c.Part]
+		m := &in.meta[c.Tag]
+		if keys[c.Part] == "" && scope.Level(m.scope) < global {
+			return false // another kind of caller's level in the global bucket
 		}
-		if in == nil || !m.visible(now) {
+		if !m.visible(now) {
 			return false
 		}
 		if opts.Type != "" && in.typ(m) != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, in.typ(m)) {

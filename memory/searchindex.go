@@ -58,10 +58,10 @@ type bucketIndex struct {
 
 	// What filters and the scope chain look at, kept beside the index so
 	// candidates are judged without reading rows: a table of records'
-	// entries, found by rowid, and chains of the entries of each name.
-	// Slots of removed records are reused. A map of entries and one of
-	// slices of rowids by name cost twice what this does.
-	slot  map[int64]uint32 // the slot of each record in meta
+	// entries, whose slot is each record's tag in the partition, and
+	// chains of the entries of each name. Slots of removed records are
+	// reused. A map of entries by rowid and one of slices of rowids by
+	// name cost twice what this does.
 	meta  []docMeta
 	free  []uint32          // slots of meta not in use
 	names map[uint64]uint32 // by name hash, the slot+1 of the first of the records of that name
@@ -75,7 +75,7 @@ type bucketIndex struct {
 }
 
 func newBucket() *bucketIndex {
-	return &bucketIndex{part: index.NewPartition(), slot: map[int64]uint32{}, names: map[uint64]uint32{},
+	return &bucketIndex{part: index.NewPartition(), names: map[uint64]uint32{},
 		typeNames: []Type{Working, Episodic, Semantic, Procedural},
 		tagSets:   [][]string{nil}, tagIdx: map[string]uint32{"[]": 0}}
 }
@@ -92,15 +92,6 @@ type docMeta struct {
 	scope   int8
 	typ     uint8 // index in typeNames
 	used    bool
-}
-
-// get returns the entry of the record of rowid rid.
-func (b *bucketIndex) get(rid int64) (*docMeta, bool) {
-	i, ok := b.slot[rid]
-	if !ok {
-		return nil, false
-	}
-	return &b.meta[i], true
 }
 
 // key is the key of m.
@@ -120,8 +111,8 @@ func (b *bucketIndex) typeCode(t string) uint8 {
 	return uint8(len(b.typeNames) - 1)
 }
 
-// add enters a record of rowid rid, which b lacks.
-func (b *bucketIndex) add(rid int64, m docMeta, key string) {
+// add enters a record, which b lacks, and returns its slot.
+func (b *bucketIndex) add(m docMeta, key string) uint32 {
 	m.used = true
 	m.keyAt, m.keyLen = uint32(len(b.keys)), uint8(min(len(key), 255))
 	b.keys = append(b.keys, key[:m.keyLen]...)
@@ -135,7 +126,7 @@ func (b *bucketIndex) add(rid int64, m docMeta, key string) {
 	m.next = b.names[m.name]
 	b.names[m.name] = i + 1
 	b.meta[i] = m
-	b.slot[rid] = i
+	return i
 }
 
 // sameName calls fn with the entry of each record whose name hash is n.
@@ -240,8 +231,7 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 			b.tagSets = append(b.tagSets, tagList)
 			b.tagIdx[tags.String] = m.tags
 		}
-		b.add(rid, m, key.String)
-		b.part.Put(index.Doc{ID: rid, Fields: [index.NumFields]string{
+		b.part.Put(index.Doc{ID: rid, Tag: b.add(m, key.String), Fields: [index.NumFields]string{
 			key.String, desc.String, body.String, strings.Join(tagList, " "),
 		}})
 	}
@@ -256,11 +246,10 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 }
 
 func (b *bucketIndex) remove(rid int64) {
-	i, ok := b.slot[rid]
+	i, ok := b.part.Tag(rid)
 	if !ok {
 		return
 	}
-	delete(b.slot, rid)
 	m := &b.meta[i]
 	// Unlink the slot from its name's chain.
 	if first := b.names[m.name]; first == i+1 {

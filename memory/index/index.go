@@ -68,6 +68,10 @@ var DefaultParams = Params{
 type Doc struct {
 	ID     int64
 	Fields [NumFields]string
+	// Tag is the caller's, handed back with the document to Query.Accept:
+	// where the caller keeps what it judges documents by, say, so that it
+	// need not look the id up.
+	Tag uint32
 }
 
 type posting struct {
@@ -84,6 +88,7 @@ type doc struct {
 	id   int64
 	ends [NumFields]uint32 // where each field's terms end in the partition's toks
 	lens [NumFields]uint16 // how many terms each field has, at most MaxUint16
+	tag  uint32
 	dead bool
 }
 
@@ -168,7 +173,7 @@ func (p *Partition) Put(d Doc) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	nd := doc{id: d.ID}
+	nd := doc{id: d.ID, tag: d.Tag}
 	// Encoded aside first: deleting the document's old version may
 	// compact the partition's toks.
 	toks := p.enc[:0]
@@ -357,6 +362,18 @@ func shrink[S ~[]E, E any](s S) S {
 	return s
 }
 
+// Tag returns the tag of the document with id, and whether the partition
+// holds it.
+func (p *Partition) Tag(id int64) (uint32, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	n, ok := p.byID[id]
+	if !ok {
+		return 0, false
+	}
+	return p.docs[n].tag, true
+}
+
 // Delete removes the document with id, if the partition holds it.
 func (p *Partition) Delete(id int64) {
 	p.mu.Lock()
@@ -414,7 +431,7 @@ func (p *Partition) compactLocked() {
 			for f := range NumFields {
 				ends[f] = d.ends[f] - from
 			}
-			p.addLocked(doc{id: d.id, lens: d.lens}, oldToks[from:d.ends[NumFields-1]], ends)
+			p.addLocked(doc{id: d.id, lens: d.lens, tag: d.tag}, oldToks[from:d.ends[NumFields-1]], ends)
 		}
 		from = d.ends[NumFields-1]
 	}
@@ -436,9 +453,17 @@ type Query struct {
 	K int
 	// Accept, when set, reports whether a document may be returned; it
 	// is asked only of documents that could rank.
-	Accept func(id int64) bool
+	Accept func(Candidate) bool
 	// Exhaustive scores every posting, for tests of the pruning.
 	Exhaustive bool
+}
+
+// Candidate is a document Query.Accept is asked about: its partition's
+// place in the partitions searched, its id and its tag.
+type Candidate struct {
+	Part int
+	ID   int64
+	Tag  uint32
 }
 
 // Result is one ranked document.
@@ -803,7 +828,7 @@ walk:
 		if checks++; checks > maxPhraseChecks {
 			break
 		}
-		if runShare(p, at, seq, &s.sc) < 1 || q.Accept != nil && !q.Accept(d.id) {
+		if runShare(p, at, seq, &s.sc) < 1 || q.Accept != nil && !q.Accept(Candidate{pi, d.id, d.tag}) {
 			continue
 		}
 		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})
@@ -888,7 +913,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			continue // it cannot rank
 		}
 		score *= s.share(held)
-		if score < theta || q.Accept != nil && !q.Accept(d.id) {
+		if score < theta || q.Accept != nil && !q.Accept(Candidate{pi, d.id, d.tag}) {
 			continue
 		}
 		h.push(cand{score: score, id: d.id, part: pi, doc: next})

@@ -167,9 +167,15 @@ func TestPartitionStatistics(t *testing.T) {
 func TestAccept(t *testing.T) {
 	p := NewPartition()
 	for i := range 20 {
-		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{"", "", "alpha beta"}})
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{"", "", "alpha beta"}, Tag: uint32(10 * i)})
 	}
-	got := Search([]*Partition{p}, Query{Terms: Analyze("alpha"), K: 5, Accept: func(id int64) bool { return id%2 == 1 }}, DefaultParams)
+	accept := func(c Candidate) bool {
+		if c.Part != 0 || c.Tag != uint32(10*c.ID) {
+			t.Errorf("asked about %+v", c)
+		}
+		return c.ID%2 == 1
+	}
+	got := Search([]*Partition{p}, Query{Terms: Analyze("alpha"), K: 5, Accept: accept}, DefaultParams)
 	if len(got) != 5 {
 		t.Fatalf("%d results", len(got))
 	}
@@ -212,7 +218,7 @@ func TestPruningMatchesExhaustive(t *testing.T) {
 		for range 20 {
 			q := Analyze(text(r, 1+r.Intn(5)))
 			k := 1 + r.Intn(15)
-			accept := func(id int64) bool { return id%7 != 0 }
+			accept := func(c Candidate) bool { return c.ID%7 != 0 }
 			prm := DefaultParams
 			prm.Phrase = 0 // compare the ranking the pruning decides
 			fast := Search(parts, Query{Terms: q, K: k, Accept: accept}, prm)
@@ -342,7 +348,7 @@ func TestReplaceCompactsAndKeepsPhrases(t *testing.T) {
 	}
 	for round := range 4 {
 		for i := range n {
-			p.Put(Doc{ID: int64(i), Fields: text(i, round)})
+			p.Put(Doc{ID: int64(i), Fields: text(i, round), Tag: uint32(1000*round + i)})
 		}
 	}
 	if p.Len() != n {
@@ -359,6 +365,9 @@ func TestReplaceCompactsAndKeepsPhrases(t *testing.T) {
 		}
 		if !slices.Equal(got[0].Fields, []Field{Body}) {
 			t.Errorf("%q: fields %v, want body", phrase, got[0].Fields)
+		}
+		if tag, ok := p.Tag(int64(i)); !ok || tag != uint32(3000+i) {
+			t.Errorf("document %d tag %d %v, want %d", i, tag, ok, 3000+i)
 		}
 		n := p.byID[int64(i)]
 		if got, want := p.field(n, Description, nil), phraseIDs(p, Query{Phrase: Sequence("round3 note")}); !slices.Equal(got, want) {
