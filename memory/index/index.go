@@ -117,16 +117,36 @@ func (p *Partition) field(n uint32, f Field, buf []uint32) []uint32 {
 	return buf
 }
 
+// term is what a partition keeps of a term. Its postings, in document
+// order, are post[off:off+n] with room up to off+room; a list that
+// outgrows its room moves to the end of post with twice as much, and post
+// is packed again once half of it is left behind. One array for every
+// list, rather than a slice each, saves a slice header and an allocation
+// per term (a partition holds about three terms per document, most of
+// them in one document only) and gives the collector nothing to follow.
+type term struct {
+	off, n, room uint32
+	last         uint32 // the document of the last posting
+	count        uint32 // how many postings, dead ones too
+	df           int32  // live documents holding the term
+	maxr         [NumFields]bound16
+}
+
+// list is term t's postings.
+func (p *Partition) list(t uint32) []byte {
+	tm := &p.terms[t]
+	return p.post[tm.off : tm.off+tm.n : tm.off+tm.n]
+}
+
 // Partition is the index of one partition of documents. It is safe for
 // concurrent use.
 type Partition struct {
 	mu    sync.RWMutex
 	dict  dict
-	post  [][]byte          // by term id: the postings, in document order
-	last  []uint32          // by term id: the document of the last posting
-	count []uint32          // by term id: how many postings, dead ones too
+	terms []term            // by term id
+	post  []byte            // every term's postings (see term)
+	waste int               // bytes of post no list holds
 	skips map[uint32][]skip // the blocks of lists longer than one
-	df    []int32           // live documents holding each term
 	docs  []doc
 	toks  []byte // the documents' term ids (see doc)
 	byID  map[int64]uint32
@@ -139,8 +159,7 @@ type Partition struct {
 	// reference average lengths ref: the bound MaxScore prunes with. It
 	// stays a bound as documents go; it is rebuilt when the averages
 	// drift far from ref.
-	ref  [NumFields]float64
-	maxr [][NumFields]bound16
+	ref [NumFields]float64
 
 	stop []bool // by term id: a stop-word, kept only for phrases
 
@@ -196,11 +215,7 @@ func (p *Partition) termID(t string) uint32 {
 	id, ok := p.dict.lookup(t)
 	if !ok {
 		id = p.dict.add(t)
-		p.post = append(p.post, nil)
-		p.last = append(p.last, 0)
-		p.count = append(p.count, 0)
-		p.df = append(p.df, 0)
-		p.maxr = append(p.maxr, [NumFields]bound16{})
+		p.terms = append(p.terms, term{})
 		p.stop = append(p.stop, isStop(t))
 	}
 	return id
@@ -249,7 +264,7 @@ func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 		t := o.doc // the term, while gathering
 		ps := posting{doc: n, tf: o.tf}
 		p.appendPosting(t, ps)
-		p.df[t]++
+		p.terms[t].df++
 		p.raise(t, ps)
 	}
 	p.checkRef()
@@ -257,15 +272,59 @@ func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 
 // appendPosting adds ps to the end of term t's postings.
 func (p *Partition) appendPosting(t uint32, ps posting) {
-	if c := p.count[t]; c > 0 && c%blockLen == 0 {
+	tm := &p.terms[t]
+	if c := tm.count; c > 0 && c%blockLen == 0 {
 		if c == blockLen {
 			p.skips[t] = []skip{{}}
 		}
-		p.skips[t] = append(p.skips[t], skip{base: p.last[t], off: uint32(len(p.post[t]))})
+		p.skips[t] = append(p.skips[t], skip{base: tm.last, off: tm.n})
 	}
-	p.post[t] = appendPosting(p.post[t], p.last[t], ps)
-	p.last[t] = ps.doc
-	p.count[t]++
+	var enc [2*binary.MaxVarintLen32 + NumFields]byte
+	b := appendPosting(enc[:0], tm.last, ps)
+	if tm.n+uint32(len(b)) > tm.room {
+		p.move(tm, max(2*tm.room, tm.n+uint32(len(b)), 4))
+	}
+	copy(p.post[tm.off+tm.n:], b)
+	tm.n += uint32(len(b))
+	tm.last = ps.doc
+	tm.count++
+}
+
+// move gives tm's list room bytes of room: in place when the list ends
+// post, else at the end of post.
+func (p *Partition) move(tm *term, room uint32) {
+	if p.waste > 1<<16 && p.waste > len(p.post)/2 {
+		p.pack(0)
+	}
+	if tm.off+tm.room == uint32(len(p.post)) {
+		p.post = slices.Grow(p.post, int(room-tm.room))[:tm.off+room]
+		tm.room = room
+		return
+	}
+	off := uint32(len(p.post))
+	p.post = slices.Grow(p.post, int(room))[:off+room]
+	copy(p.post[off:], p.post[tm.off:tm.off+tm.n])
+	p.waste += int(tm.room)
+	tm.off, tm.room = off, room
+}
+
+// pack copies every list into a new array, with slack bytes of room
+// each, leaving out what none holds.
+func (p *Partition) pack(slack uint32) {
+	size := 0
+	for t := range p.terms {
+		size += int(p.terms[t].n + min(slack, p.terms[t].room-p.terms[t].n))
+	}
+	post := make([]byte, 0, size)
+	for t := range p.terms {
+		tm := &p.terms[t]
+		off := uint32(len(post))
+		post = append(post, p.post[tm.off:tm.off+tm.n]...)
+		room := tm.n + min(slack, tm.room-tm.n)
+		post = post[:off+room]
+		tm.off, tm.room = off, room
+	}
+	p.post, p.waste = post, 0
 }
 
 // raise lifts term t's bounds to cover ps.
@@ -276,8 +335,8 @@ func (p *Partition) raise(t uint32, ps posting) {
 			continue
 		}
 		r := up16(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(d.len(f))/p.ref[f]))
-		if r > p.maxr[t][f] {
-			p.maxr[t][f] = r
+		if r > p.terms[t].maxr[f] {
+			p.terms[t].maxr[f] = r
 		}
 	}
 }
@@ -318,8 +377,8 @@ func (p *Partition) checkRef() {
 	for f := range NumFields {
 		p.ref[f] = max(float64(p.lens[f])/float64(p.live), 1)
 	}
-	for t := range p.post {
-		p.maxr[t] = [NumFields]bound16{}
+	for t := range p.terms {
+		p.terms[t].maxr = [NumFields]bound16{}
 		c := p.cursor(uint32(t))
 		for ; c.doc() != math.MaxUint32; c.next() {
 			if !p.docs[c.cur].dead {
@@ -334,20 +393,18 @@ func (p *Partition) checkRef() {
 func (p *Partition) Trim() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for t, list := range p.post {
-		if cap(list) > len(list) {
-			p.post[t] = slices.Clone(list)
-		}
-	}
+	p.pack(0)
 	for t, s := range p.skips {
 		if cap(s) > len(s) {
 			p.skips[t] = slices.Clone(s)
 		}
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
-	p.docs, p.toks = shrink(p.docs), shrink(p.toks)
-	p.post, p.df, p.maxr, p.stop = shrink(p.post), shrink(p.df), shrink(p.maxr), shrink(p.stop)
-	p.last, p.count = shrink(p.last), shrink(p.count)
+	p.docs, p.toks = shrink(p.docs), slices.Clip(p.toks)
+	if cap(p.toks) > len(p.toks) {
+		p.toks = slices.Clone(p.toks)
+	}
+	p.terms, p.stop = shrink(p.terms), shrink(p.stop)
 	p.enc = nil
 	p.work.at, p.work.order, p.work.fl = nil, nil, nil
 	p.dict.text, p.dict.ends = shrink(p.dict.text), shrink(p.dict.ends)
@@ -399,7 +456,7 @@ func (p *Partition) deleteLocked(id int64) {
 		for _, t := range fl {
 			if !seen[t] && !p.stop[t] {
 				seen[t] = true
-				p.df[t]--
+				p.terms[t].df--
 			}
 		}
 	}
@@ -415,12 +472,10 @@ func (p *Partition) compactLocked() {
 	p.toks = make([]byte, 0, len(p.toks)*p.live/max(1, p.live+p.dead))
 	p.byID = make(map[int64]uint32, p.live)
 	clear(p.skips)
-	for t := range p.post {
-		p.post[t] = p.post[t][:0]
-		p.last[t], p.count[t] = 0, 0
-		p.df[t] = 0
-		p.maxr[t] = [NumFields]bound16{}
+	for t := range p.terms {
+		p.terms[t] = term{}
 	}
+	p.post, p.waste = nil, 0
 	p.ref = [NumFields]float64{}
 	p.live, p.dead = 0, 0
 	p.lens = [NumFields]int64{}
@@ -435,11 +490,7 @@ func (p *Partition) compactLocked() {
 		}
 		from = d.ends[NumFields-1]
 	}
-	for t := range p.post {
-		if len(p.post[t]) == 0 {
-			p.post[t] = nil
-		}
-	}
+	p.pack(0)
 }
 
 // Query is a ranked retrieval.
@@ -528,7 +579,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		var df float64
 		for _, p := range parts {
 			if id, ok := p.dict.lookup(t); ok {
-				df += float64(p.df[id])
+				df += float64(p.terms[id].df)
 			}
 		}
 		idf[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
@@ -774,7 +825,7 @@ func (s *scorer) bound(p *Partition, id uint32, idf float64) float64 {
 	}
 	var w float64
 	for f := range NumFields {
-		w += s.prm.Weights[f] * p.maxr[id][f].float() * max(1, s.avg[f]/p.ref[f])
+		w += s.prm.Weights[f] * p.terms[id].maxr[f].float() * max(1, s.avg[f]/p.ref[f])
 	}
 	// float32 bounds round; a little headroom keeps them bounds.
 	w *= 1.0001
@@ -795,7 +846,7 @@ func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf [
 	cs := make([]*cursor, 0, len(uniq))
 	for i, t := range uniq {
 		id, ok := p.dict.lookup(t)
-		if !ok || p.df[id] == 0 {
+		if !ok || p.terms[id].df == 0 {
 			return cands
 		}
 		c := p.cursor(id)
@@ -844,7 +895,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 	var cs []*cursor
 	for i, t := range terms {
 		id, ok := p.dict.lookup(t)
-		if !ok || p.df[id] == 0 {
+		if !ok || p.terms[id].df == 0 {
 			continue
 		}
 		c := p.cursor(id)

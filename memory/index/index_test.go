@@ -378,3 +378,55 @@ func TestReplaceCompactsAndKeepsPhrases(t *testing.T) {
 		t.Errorf("round0 still found in %v", ids(got))
 	}
 }
+
+// TestIncrementalMatchesFresh puts, replaces and deletes documents in one
+// partition, never trimmed, until its lists have moved and been packed
+// many times, and compares every search with a partition built afresh
+// from the documents that remain.
+func TestIncrementalMatchesFresh(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	vocab := make([]string, 2000)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("v%dz", i)
+	}
+	text := func(n int) string {
+		var ws []string
+		for range n {
+			ws = append(ws, vocab[int(math.Pow(r.Float64(), 2)*float64(len(vocab)))])
+		}
+		return strings.Join(ws, " ")
+	}
+	docs := map[int64]Doc{}
+	p := NewPartition()
+	for i := range 6000 {
+		id := int64(r.Intn(2500))
+		if r.Intn(8) == 0 {
+			p.Delete(id)
+			delete(docs, id)
+			continue
+		}
+		d := Doc{ID: id, Fields: [NumFields]string{fmt.Sprintf("k%d", i), text(3), text(20 + r.Intn(80)), text(1)}}
+		p.Put(d)
+		docs[id] = d
+	}
+	fresh := NewPartition()
+	for id := range int64(2500) {
+		if d, ok := docs[id]; ok {
+			fresh.Put(d)
+		}
+	}
+	fresh.Trim()
+	if p.Len() != fresh.Len() {
+		t.Fatalf("%d documents, fresh %d", p.Len(), fresh.Len())
+	}
+	for range 200 {
+		q := text(2 + r.Intn(4))
+		query := Query{Terms: Analyze(q), Phrase: Sequence(q), K: 10}
+		got, want := Search([]*Partition{p}, query, DefaultParams), Search([]*Partition{fresh}, query, DefaultParams)
+		// Terms are summed in the order of their bounds, which differ.
+		approx := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(a)) })
+		if !cmp.Equal(got, want, approx) {
+			t.Fatalf("%q:\n got %v\nwant %v", q, got, want)
+		}
+	}
+}
