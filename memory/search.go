@@ -146,12 +146,25 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		return nil, fmt.Errorf("search: %w", err)
 	}
 	hits := make([]Hit, 0, len(results))
+	var in []string
 	for i, r := range results {
 		rec := recs[i]
 		if rec.ID == "" {
 			continue
 		}
-		h := Hit{Record: rec, Score: r.Score, Preview: preview(rec, r.Terms, words)}
+		// The preview looks only for the words the index found in the
+		// text it shows: looking for the others read all of it in vain.
+		shown := index.Body
+		if strings.TrimSpace(rec.Body) == "" {
+			shown = index.Description
+		}
+		in = in[:0]
+		for i, t := range r.Terms {
+			if r.TermFields[i]&(1<<shown) != 0 {
+				in = append(in, t)
+			}
+		}
+		h := Hit{Record: rec, Score: r.Score, Preview: preview(rec, in, words)}
 		h.Why.Terms = make([]string, 0, len(r.Terms))
 		for _, t := range r.Terms {
 			if w := words[t]; !slices.Contains(h.Why.Terms, w) {

@@ -6,10 +6,10 @@
 package index
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 )
 
@@ -524,6 +524,9 @@ type Result struct {
 	Raw    float64 // the unsqueezed score
 	Terms  []string
 	Fields []Field // fields holding any of Terms
+	// TermFields are, for each of Terms, the fields holding it: bit f
+	// for Field f.
+	TermFields []uint8
 }
 
 type cand struct {
@@ -607,11 +610,15 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		// A record holding the whole phrase may score below the top k on
 		// words alone (a short mention among records that repeat the
 		// words); find those among the records holding every word.
-		in := map[[2]int64]bool{}
-		for _, c := range cands {
-			in[[2]int64{int64(c.part), int64(c.doc)}] = true
-		}
+		in := make([]uint32, 0, len(cands))
 		for pi, p := range parts {
+			in = in[:0]
+			for _, c := range cands {
+				if c.part == pi {
+					in = append(in, c.doc)
+				}
+			}
+			slices.Sort(in)
 			cands = s.phraseCands(p, pi, q, uniq, idf, in, cands)
 		}
 	}
@@ -633,13 +640,23 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			c.score += prm.Phrase * share * share * top
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
+	slices.SortFunc(cands, func(a, b cand) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
 	cands = cands[:min(len(cands), q.K)]
 	out := make([]Result, len(cands))
 	for i, c := range cands {
 		r := Result{ID: c.id, Raw: c.score, Score: squeeze(c.score, prm.Half)}
 		p := parts[c.part]
 		var inField [NumFields]bool
+		r.Terms = make([]string, 0, len(uniq))
+		r.TermFields = make([]uint8, 0, len(uniq))
 		for ti, t := range uniq {
 			id, ok := p.dict.lookup(t)
 			if !ok {
@@ -651,12 +668,15 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			if cur.doc() != c.doc {
 				continue
 			}
+			var set uint8
 			for f, tf := range cur.posting().tf {
 				if tf > 0 {
 					inField[f] = true
+					set |= 1 << f
 				}
 			}
 			r.Terms = append(r.Terms, uniq[ti])
+			r.TermFields = append(r.TermFields, set)
 		}
 		for f := range NumFields {
 			if inField[f] {
@@ -842,7 +862,12 @@ const (
 
 // phraseCands adds to cands the records of p that hold q's terms as a
 // phrase and are not among them yet.
-func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in map[[2]int64]bool, cands []cand) []cand {
+// in are the documents of p among cands, in order.
+func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in []uint32, cands []cand) []cand {
+	seq := phraseIDs(p, q)
+	if slices.Contains(seq, math.MaxUint32) {
+		return cands // a word of the phrase, a stop-word maybe, is in no document
+	}
 	cs := make([]*cursor, 0, len(uniq))
 	for i, t := range uniq {
 		id, ok := p.dict.lookup(t)
@@ -853,17 +878,19 @@ func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf [
 		c.idf = idf[i]
 		cs = append(cs, c)
 	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].n < cs[j].n })
+	slices.SortFunc(cs, func(a, b *cursor) int { return cmp.Compare(a.n, b.n) })
 	if cs[0].n > maxPhraseWalk {
 		return cands
 	}
 	checks := 0
-	seq := phraseIDs(p, q)
 walk:
 	for ; cs[0].doc() != math.MaxUint32; cs[0].next() {
 		at := cs[0].doc()
 		d := &p.docs[at]
-		if d.dead || in[[2]int64{int64(pi), int64(at)}] {
+		for len(in) > 0 && in[0] < at {
+			in = in[1:]
+		}
+		if d.dead || len(in) > 0 && in[0] == at {
 			continue
 		}
 		for _, c := range cs[1:] {
@@ -905,7 +932,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 	if len(cs) == 0 {
 		return
 	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].ub < cs[j].ub })
+	slices.SortStableFunc(cs, func(a, b *cursor) int { return cmp.Compare(a.ub, b.ub) })
 	prefix := make([]float64, len(cs))
 	var sum float64
 	for i, c := range cs {
