@@ -321,8 +321,10 @@ func preview(r Record, terms []string, words map[string]string) string {
 		probes := make([]string, 0, 2*len(terms))
 		ascii := true
 		for _, t := range terms {
-			for _, probe := range [2]string{strings.ToLower(words[t]), t} {
-				if probe != "" {
+			for _, probe := range [2]string{t, strings.ToLower(words[t])} {
+				// A probe holding another as its prefix ("tests" after
+				// "test") is found no earlier than that one.
+				if probe != "" && !slices.ContainsFunc(probes, func(q string) bool { return strings.HasPrefix(probe, q) }) {
 					probes = append(probes, probe)
 					ascii = ascii && isASCII(probe)
 				}
