@@ -88,3 +88,17 @@ func BenchmarkPartitionHeap(b *testing.B) {
 	}
 	b.ReportMetric(kept/n, "B/doc")
 }
+
+// BenchmarkRunShare measures the phrase check on one record of about 120
+// words of generated prose, for a question with a stop-word in it.
+func BenchmarkRunShare(b *testing.B) {
+	c := corpus.New(1)
+	p := NewPartition()
+	p.Put(Doc{ID: 1, Fields: [NumFields]string{"some-key", c.Description(), c.Text(120), c.Term()}})
+	q := phraseIDs(p, Query{Phrase: Sequence("how do we " + c.Term() + " the " + c.Term() + " " + c.Term())})
+	var sc scratch
+	b.ReportAllocs()
+	for b.Loop() {
+		runShare(p, 0, q, &sc)
+	}
+}

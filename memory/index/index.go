@@ -110,11 +110,20 @@ func (p *Partition) field(n uint32, f Field, buf []uint32) []uint32 {
 	}
 	b := p.toks[from:p.docs[n].ends[f]]
 	for len(b) > 0 {
-		v, n := binary.Uvarint(b)
-		buf = append(buf, uint32(v))
+		v, n := uvarint32(b)
+		buf = append(buf, v)
 		b = b[n:]
 	}
 	return buf
+}
+
+// uvarint32 decodes a term id, most often one byte long, from b.
+func uvarint32(b []byte) (uint32, int) {
+	if c := b[0]; c < 0x80 {
+		return uint32(c), 1
+	}
+	v, n := binary.Uvarint(b)
+	return uint32(v), n
 }
 
 // term is what a partition keeps of a term. Its postings, in document
@@ -749,9 +758,13 @@ func runShare(p *Partition, n uint32, q []uint32, sc *scratch) float64 {
 		b := p.toks[from:d.ends[f]]
 		from = d.ends[f]
 		for j := 0; len(b) > 0; j++ {
-			v, n := binary.Uvarint(b)
-			b = b[n:]
-			t := uint32(v)
+			var t uint32
+			if c := b[0]; c < 0x80 { // most term ids take one byte
+				t, b = uint32(c), b[1:]
+			} else {
+				v, n := binary.Uvarint(b)
+				t, b = uint32(v), b[n:]
+			}
 			if mask&(1<<(t&63)) == 0 {
 				continue
 			}
