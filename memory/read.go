@@ -44,17 +44,23 @@ func scanRecord(row scanner) (Record, error) {
 	r.Scope, r.Type, r.Source = scope.Level(sc), Type(typ), Source(src)
 	r.LastAccessedAt, r.ExpiresAt = fromNanos(last), fromNanos(exp)
 	r.CreatedAt, r.UpdatedAt = time.Unix(0, created).UTC(), time.Unix(0, updated).UTC()
-	if err := json.Unmarshal([]byte(tags), &r.Tags); err != nil {
-		return Record{}, fmt.Errorf("record %s tags: %w", r.ID, err)
+	// Most records have neither tags nor metadata: "[]" and "{}" are not
+	// decoded, which cost a read of many rows a third of its time.
+	if tags != "[]" {
+		if err := json.Unmarshal([]byte(tags), &r.Tags); err != nil {
+			return Record{}, fmt.Errorf("record %s tags: %w", r.ID, err)
+		}
+		if len(r.Tags) == 0 {
+			r.Tags = nil
+		}
 	}
-	if len(r.Tags) == 0 {
-		r.Tags = nil
-	}
-	if err := json.Unmarshal([]byte(meta), &r.Metadata); err != nil {
-		return Record{}, fmt.Errorf("record %s metadata: %w", r.ID, err)
-	}
-	if len(r.Metadata) == 0 {
-		r.Metadata = nil
+	if meta != "{}" {
+		if err := json.Unmarshal([]byte(meta), &r.Metadata); err != nil {
+			return Record{}, fmt.Errorf("record %s metadata: %w", r.ID, err)
+		}
+		if len(r.Metadata) == 0 {
+			r.Metadata = nil
+		}
 	}
 	return r, nil
 }

@@ -26,6 +26,9 @@ type SearchOptions struct {
 	Limit    int // default 10, at most 100
 	MinScore float64
 	Bodies   bool // hits keep their records' bodies
+	// NoPreview leaves hits without previews, for a caller that reads the
+	// bodies itself.
+	NoPreview bool
 }
 
 // Hit is one search result. Its Record has no body, and unless the search
@@ -152,19 +155,22 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		if rec.ID == "" {
 			continue
 		}
-		// The preview looks only for the words the index found in the
-		// text it shows: looking for the others read all of it in vain.
-		shown := index.Body
-		if strings.TrimSpace(rec.Body) == "" {
-			shown = index.Description
-		}
-		in = in[:0]
-		for i, t := range r.Terms {
-			if r.TermFields[i]&(1<<shown) != 0 {
-				in = append(in, t)
+		h := Hit{Record: rec, Score: r.Score}
+		if !opts.NoPreview {
+			// The preview looks only for the words the index found in the
+			// text it shows: looking for the others read all of it in vain.
+			shown := index.Body
+			if strings.TrimSpace(rec.Body) == "" {
+				shown = index.Description
 			}
+			in = in[:0]
+			for i, t := range r.Terms {
+				if r.TermFields[i]&(1<<shown) != 0 {
+					in = append(in, t)
+				}
+			}
+			h.Preview = preview(rec, in, words)
 		}
-		h := Hit{Record: rec, Score: r.Score, Preview: preview(rec, in, words)}
 		h.Why.Terms = make([]string, 0, len(r.Terms))
 		for _, t := range r.Terms {
 			if w := words[t]; !slices.Contains(h.Why.Terms, w) {
