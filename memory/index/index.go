@@ -158,7 +158,7 @@ type Partition struct {
 	skips map[uint32][]skip // the blocks of lists longer than one
 	docs  []doc
 	toks  []byte // the documents' term ids (see doc)
-	byID  map[int64]uint32
+	byID  docIDs
 	live  int
 	dead  int
 	lens  [NumFields]int64 // summed field lengths of live documents
@@ -183,7 +183,7 @@ type Partition struct {
 
 // NewPartition returns an empty partition.
 func NewPartition() *Partition {
-	return &Partition{dict: newDict(), byID: map[int64]uint32{}, skips: map[uint32][]skip{}}
+	return &Partition{dict: newDict(), skips: map[uint32][]skip{}}
 }
 
 // Len reports how many documents the partition holds.
@@ -240,7 +240,7 @@ func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 		d.ends[f] = base + ends[f]
 	}
 	p.docs = append(p.docs, d)
-	p.byID[d.id] = n
+	p.byID.add(p.docs, n)
 	p.live++
 	// The counts are gathered in working memory kept between documents:
 	// a map and slices of their own per document were most of what a
@@ -433,7 +433,7 @@ func shrink[S ~[]E, E any](s S) S {
 func (p *Partition) Tag(id int64) (uint32, bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	n, ok := p.byID[id]
+	n, ok := p.byID.find(p.docs, id)
 	if !ok {
 		return 0, false
 	}
@@ -448,11 +448,10 @@ func (p *Partition) Delete(id int64) {
 }
 
 func (p *Partition) deleteLocked(id int64) {
-	n, ok := p.byID[id]
+	n, ok := p.byID.find(p.docs, id)
 	if !ok {
 		return
 	}
-	delete(p.byID, id)
 	d := &p.docs[n]
 	d.dead = true
 	p.live--
@@ -479,7 +478,8 @@ func (p *Partition) compactLocked() {
 	old, oldToks := p.docs, p.toks
 	p.docs = make([]doc, 0, p.live)
 	p.toks = make([]byte, 0, len(p.toks)*p.live/max(1, p.live+p.dead))
-	p.byID = make(map[int64]uint32, p.live)
+	p.byID = docIDs{}
+	p.byID.rebuild(nil, p.live)
 	clear(p.skips)
 	for t := range p.terms {
 		p.terms[t] = term{}

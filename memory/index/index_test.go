@@ -369,7 +369,7 @@ func TestReplaceCompactsAndKeepsPhrases(t *testing.T) {
 		if tag, ok := p.Tag(int64(i)); !ok || tag != uint32(3000+i) {
 			t.Errorf("document %d tag %d %v, want %d", i, tag, ok, 3000+i)
 		}
-		n := p.byID[int64(i)]
+		n, _ := p.byID.find(p.docs, int64(i))
 		if got, want := p.field(n, Description, nil), phraseIDs(p, Query{Phrase: Sequence("round3 note")}); !slices.Equal(got, want) {
 			t.Errorf("document %d description terms %v, want %v", i, got, want)
 		}
