@@ -238,10 +238,11 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 	var project, rid, typ, key, desc, body string
 	var sc int
 	var exp sql.NullInt64
+	whole := newRecordScan(&id, &project)
 	for rows.Next() {
 		var r Record
 		if full {
-			if r, err = scanRecord(withRowid{rows, &id, &project}); err != nil {
+			if r, err = whole.scan(rows); err != nil {
 				return nil, err
 			}
 		} else {
