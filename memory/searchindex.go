@@ -88,7 +88,7 @@ type docMeta struct {
 	keyAt   uint32 // where the key starts in keys
 	tags    uint32 // index in tagSets
 	next    uint32 // slot+1 of the next record of the same name hash; 0 ends the chain
-	keyLen  uint8
+	keyLen  uint8  // keys are at most 100 bytes
 	scope   int8
 	typ     uint8 // index in typeNames
 	used    bool

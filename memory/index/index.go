@@ -135,10 +135,10 @@ func uvarint32(b []byte) (uint32, int) {
 // them in one document only) and gives the collector nothing to follow.
 type term struct {
 	off, n, room uint32
-	last         uint32 // the document of the last posting
-	count        uint32 // how many postings, dead ones too
-	df           int32  // live documents holding the term
-	maxr         [NumFields]bound16
+	last         uint32             // the document of the last posting
+	count        uint32             // how many postings, dead ones too
+	df           int32              // live documents holding the term
+	maxr         [NumFields]bound16 // the bound per field (see Partition.ref)
 }
 
 // list is term t's postings.
@@ -163,11 +163,11 @@ type Partition struct {
 	dead  int
 	lens  [NumFields]int64 // summed field lengths of live documents
 
-	// For each term, the most any of its postings gives per field
-	// (tf / (1 - b + b·length/ref), with DefaultParams' b), against
-	// reference average lengths ref: the bound MaxScore prunes with. It
-	// stays a bound as documents go; it is rebuilt when the averages
-	// drift far from ref.
+	// The reference average field lengths of the terms' bounds (see
+	// term.maxr): for each term, the most any of its postings gives per
+	// field, tf / (1 - b + b·length/ref) with DefaultParams' b, the bound
+	// MaxScore prunes with. It stays a bound as documents go; the bounds
+	// are rebuilt when the averages drift far from ref.
 	ref [NumFields]float64
 
 	stop []bool // by term id: a stop-word, kept only for phrases
@@ -409,7 +409,7 @@ func (p *Partition) Trim() {
 		}
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
-	p.docs, p.toks = shrink(p.docs), slices.Clip(p.toks)
+	p.docs = shrink(p.docs)
 	if cap(p.toks) > len(p.toks) {
 		p.toks = slices.Clone(p.toks)
 	}
