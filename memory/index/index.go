@@ -409,10 +409,7 @@ func (p *Partition) Trim() {
 		}
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
-	p.docs = shrink(p.docs)
-	if cap(p.toks) > len(p.toks) {
-		p.toks = slices.Clone(p.toks)
-	}
+	p.docs, p.toks = shrink(p.docs), shrink(p.toks)
 	p.terms, p.stop = shrink(p.terms), shrink(p.stop)
 	p.enc = nil
 	p.work.at, p.work.order, p.work.fl = nil, nil, nil
