@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 )
@@ -157,7 +158,8 @@ type Partition struct {
 	waste int               // bytes of post no list holds
 	skips map[uint32][]skip // the blocks of lists longer than one
 	docs  []doc
-	toks  []byte // the documents' term ids (see doc)
+	toks  []byte    // the documents' term ids (see doc)
+	big   *mappings // behind toks and post, once they are big (see mapped.go)
 	byID  docIDs
 	live  int
 	dead  int
@@ -183,7 +185,9 @@ type Partition struct {
 
 // NewPartition returns an empty partition.
 func NewPartition() *Partition {
-	return &Partition{dict: newDict(), skips: map[uint32][]skip{}}
+	p := &Partition{dict: newDict(), skips: map[uint32][]skip{}, big: &mappings{}}
+	runtime.AddCleanup(p, (*mappings).release, p.big)
+	return p
 }
 
 // Len reports how many documents the partition holds.
@@ -235,7 +239,8 @@ func (p *Partition) termID(t string) uint32 {
 func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 	n := uint32(len(p.docs))
 	base := uint32(len(p.toks))
-	p.toks = append(p.toks, toks...)
+	p.toks = withRoom(p.toks, len(toks), &p.big.toks)
+	p.toks = append(p.toks, toks...) // within its room
 	for f := range NumFields {
 		d.ends[f] = base + ends[f]
 	}
@@ -306,15 +311,21 @@ func (p *Partition) move(tm *term, room uint32) {
 		p.pack(0)
 	}
 	if tm.off+tm.room == uint32(len(p.post)) {
-		p.post = slices.Grow(p.post, int(room-tm.room))[:tm.off+room]
+		p.post = p.grow(int(room - tm.room))
 		tm.room = room
 		return
 	}
 	off := uint32(len(p.post))
-	p.post = slices.Grow(p.post, int(room))[:off+room]
+	p.post = p.grow(int(room))
 	copy(p.post[off:], p.post[tm.off:tm.off+tm.n])
 	p.waste += int(tm.room)
 	tm.off, tm.room = off, room
+}
+
+// grow lengthens post by n bytes.
+func (p *Partition) grow(n int) []byte {
+	post := withRoom(p.post, n, &p.big.post)
+	return post[:len(post)+n]
 }
 
 // pack copies every list into a new array, with slack bytes of room
@@ -324,16 +335,16 @@ func (p *Partition) pack(slack uint32) {
 	for t := range p.terms {
 		size += int(p.terms[t].n + min(slack, p.terms[t].room-p.terms[t].n))
 	}
-	post := make([]byte, 0, size)
+	post, m := allocBytes(size, size)
+	off := uint32(0)
 	for t := range p.terms {
 		tm := &p.terms[t]
-		off := uint32(len(post))
-		post = append(post, p.post[tm.off:tm.off+tm.n]...)
-		room := tm.n + min(slack, tm.room-tm.n)
-		post = post[:off+room]
-		tm.off, tm.room = off, room
+		copy(post[off:], p.post[tm.off:tm.off+tm.n])
+		tm.off, tm.room = off, tm.n+min(slack, tm.room-tm.n)
+		off += tm.room
 	}
-	p.post, p.waste = post, 0
+	unmapBytes(p.big.post)
+	p.post, p.big.post, p.waste = post, m, 0
 }
 
 // raise lifts term t's bounds to cover ps.
@@ -409,7 +420,10 @@ func (p *Partition) Trim() {
 		}
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
-	p.docs, p.toks = shrink(p.docs), shrink(p.toks)
+	p.docs = shrink(p.docs)
+	if cap(p.toks)-len(p.toks) > len(p.toks)/8 {
+		p.toks = regrow(p.toks, len(p.toks), &p.big.toks)
+	}
 	p.terms, p.stop = shrink(p.terms), shrink(p.stop)
 	p.enc = nil
 	p.work.at, p.work.order, p.work.fl = nil, nil, nil
@@ -472,16 +486,17 @@ func (p *Partition) deleteLocked(id int64) {
 
 // compactLocked rebuilds the postings without dead documents.
 func (p *Partition) compactLocked() {
-	old, oldToks := p.docs, p.toks
+	old, oldToks, oldMap := p.docs, p.toks, p.big.toks
 	p.docs = make([]doc, 0, p.live)
-	p.toks = make([]byte, 0, len(p.toks)*p.live/max(1, p.live+p.dead))
+	p.toks, p.big.toks = allocBytes(0, len(p.toks)*p.live/max(1, p.live+p.dead))
 	p.byID = docIDs{}
 	p.byID.rebuild(nil, p.live)
 	clear(p.skips)
 	for t := range p.terms {
 		p.terms[t] = term{}
 	}
-	p.post, p.waste = nil, 0
+	unmapBytes(p.big.post)
+	p.post, p.big.post, p.waste = nil, nil, 0
 	p.ref = [NumFields]float64{}
 	p.live, p.dead = 0, 0
 	p.lens = [NumFields]int64{}
@@ -496,6 +511,7 @@ func (p *Partition) compactLocked() {
 		}
 		from = d.ends[NumFields-1]
 	}
+	unmapBytes(oldMap)
 	p.pack(0)
 }
 
