@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -25,10 +26,15 @@ type SearchOptions struct {
 	Limit    int // default 10, at most 100
 	MinScore float64
 	Bodies   bool // hits keep their records' bodies
+	// NoPreview leaves hits without previews, for a caller that reads the
+	// bodies itself.
+	NoPreview bool
 }
 
-// Hit is one search result. Its Record has no body; Preview is the part of
-// the body (or the description) around the first matched word.
+// Hit is one search result. Its Record has no body, and unless the search
+// asked for bodies it holds only the id, scope, type, key and description
+// (what a hit shows); Preview is the part of the body (or the description)
+// around the first matched word.
 type Hit struct {
 	Record  Record
 	Score   float64 // 0..1, higher is better
@@ -74,24 +80,16 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if !opts.Since.IsZero() {
 		since = opts.Since.UnixNano()
 	}
-	accept := func(id int64) bool {
-		var m docMeta
-		var in *bucketIndex
-		for i, b := range buckets {
-			var found bool
-			if m, found = b.meta[id]; found {
-				if keys[i] == "" && scope.Level(m.scope) < global {
-					return false // another kind of caller's level in the global bucket
-				}
-				in = b
-				break
-			}
+	accept := func(c index.Candidate) bool {
+		in := buckets[c.Part]
+		m := &in.meta[c.Tag]
+		if keys[c.Part] == "" && scope.Level(m.scope) < global {
+			return false // another kind of caller's level in the global bucket
 		}
-		found := in != nil
-		if !found || !m.visible(now) {
+		if !m.visible(now) {
 			return false
 		}
-		if opts.Type != "" && m.typ != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, m.typ) {
+		if opts.Type != "" && in.typ(m) != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, in.typ(m)) {
 			return false
 		}
 		if opts.Scope != nil && int(m.scope) != int(*opts.Scope) || m.updated < since {
@@ -104,15 +102,19 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		}
 		// The scope chain: a narrower visible record of the same name
 		// shadows this one.
+		shadowed := false
 		for i, b := range buckets {
-			for _, other := range b.names[m.name] {
-				o := b.meta[other]
+			b.sameName(m.name, func(o *docMeta) bool {
 				if keys[i] == "" && scope.Level(o.scope) < global {
-					continue
+					return true
 				}
-				if o.scope < m.scope && o.typ == m.typ && o.key == m.key && o.visible(now) {
-					return false
+				if o.scope < m.scope && b.typ(o) == in.typ(m) && string(b.key(o)) == string(in.key(m)) && o.visible(now) {
+					shadowed = true
 				}
+				return !shadowed
+			})
+			if shadowed {
+				return false
 			}
 		}
 		return true
@@ -137,38 +139,47 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	if len(results) == 0 {
 		return []Hit{}, nil
 	}
-	ids := make([]byte, 0, 16*len(results))
-	ids = append(ids, '[')
-	for i, r := range results {
-		if i > 0 {
-			ids = append(ids, ',')
-		}
-		ids = strconv.AppendInt(ids, r.ID, 10)
-	}
-	ids = append(ids, ']')
 	// The rows are read by rowid alone: the index was current when the
 	// search began and has judged visibility and the scope chain, and a
 	// record changed since is shown as it is now. One deleted since, or
 	// whose rowid now holds a record of another project or one expired,
 	// is left out.
-	pass, err := s.readHits(ctx, keys, global, ids)
+	recs, err := s.readHits(ctx, keys, global, results, opts.Bodies)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
 	hits := make([]Hit, 0, len(results))
-	for _, r := range results {
-		rec, ok := pass[r.ID]
-		if !ok {
+	var in []string
+	for i, r := range results {
+		rec := recs[i]
+		if rec.ID == "" {
 			continue
 		}
-		h := Hit{Record: rec, Score: r.Score, Preview: preview(rec, r.Terms, words)}
+		h := Hit{Record: rec, Score: r.Score}
+		if !opts.NoPreview {
+			// The preview looks only for the words the index found in the
+			// text it shows: looking for the others read all of it in vain.
+			shown := index.Body
+			if strings.TrimSpace(rec.Body) == "" {
+				shown = index.Description
+			}
+			in = in[:0]
+			for i, t := range r.Terms {
+				if r.TermFields[i]&(1<<shown) != 0 {
+					in = append(in, t)
+				}
+			}
+			h.Preview = preview(rec, in, words)
+		}
+		h.Why.Terms = make([]string, 0, len(r.Terms))
 		for _, t := range r.Terms {
 			if w := words[t]; !slices.Contains(h.Why.Terms, w) {
 				h.Why.Terms = append(h.Why.Terms, w)
 			}
 		}
-		for _, f := range r.Fields {
-			h.Why.Fields = append(h.Why.Fields, f.String())
+		h.Why.Fields = make([]string, len(r.Fields))
+		for i, f := range r.Fields {
+			h.Why.Fields[i] = f.String()
 		}
 		if !opts.Bodies {
 			h.Record.Body = ""
@@ -191,35 +202,73 @@ func visibleBuckets(p scope.Identity) []string {
 	return keys
 }
 
-// readHits reads the records of rowids, a JSON array, that live in one of
-// the buckets keys, a record in the global bucket only from level global
-// up.
-func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, rowids []byte) (map[int64]Record, error) {
-	_, stmt, err := s.search.statements(ctx, s.db)
+// readHits reads the records of results, in their order, that live in one
+// of the buckets keys, a record in the global bucket only from level
+// global up; a record not read is left zero. With full, each record is
+// read whole; without, only what a hit shows: its id, scope, type, key,
+// description and body (for the preview).
+func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, results []index.Result, full bool) ([]Record, error) {
+	_, hitsStmt, cardStmt, err := s.search.statements(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := stmt.QueryContext(ctx, string(rowids))
+	ids := make([]byte, 0, 8*len(results)+2)
+	ids = append(ids, '[')
+	for i, r := range results {
+		if i > 0 {
+			ids = append(ids, ',')
+		}
+		ids = strconv.AppendInt(ids, r.ID, 10)
+	}
+	ids = append(ids, ']')
+	stmt := cardStmt
+	if full {
+		stmt = hitsStmt
+	}
+	rows, err := stmt.QueryContext(ctx, string(ids))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	now := s.now()
-	pass := map[int64]Record{}
+	out := make([]Record, len(results))
+	// Scanned into once per call, not once per row: each is handed to
+	// Scan behind an interface, and would be allocated anew.
+	var id int64
+	var project, rid, typ, key, desc, body string
+	var sc int
+	var exp sql.NullInt64
+	whole := newRecordScan(&id, &project)
 	for rows.Next() {
-		var id int64
-		var project string
-		r, err := scanRecord(withRowid{rows, &id, &project})
-		if err != nil {
-			return nil, err
+		var r Record
+		if full {
+			if r, err = whole.scan(rows); err != nil {
+				return nil, err
+			}
+		} else {
+			if err := rows.Scan(&id, &project, &rid, &sc, &typ, &key, &desc, &body, &exp); err != nil {
+				return nil, err
+			}
+			r = Record{ID: rid, Scope: scope.Level(sc), Type: types[typ], Key: key, Description: desc, Body: body, ExpiresAt: fromNanos(exp)}
+			if r.Type == "" {
+				r.Type = Type(typ)
+			}
 		}
 		if !slices.Contains(keys, project) || project == "" && r.Scope < global || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
 			continue
 		}
-		pass[id] = r
+		for i, res := range results {
+			if res.ID == id {
+				out[i] = r
+				break
+			}
+		}
 	}
-	return pass, rows.Err()
+	return out, rows.Err()
 }
+
+// types shares one copy of each type's name among the records read.
+var types = map[string]Type{string(Working): Working, string(Episodic): Episodic, string(Semantic): Semantic, string(Procedural): Procedural}
 
 // withRowid scans a row whose first columns are the rowid and the
 // project, then a record.
@@ -279,8 +328,10 @@ func preview(r Record, terms []string, words map[string]string) string {
 		probes := make([]string, 0, 2*len(terms))
 		ascii := true
 		for _, t := range terms {
-			for _, probe := range [2]string{strings.ToLower(words[t]), t} {
-				if probe != "" {
+			for _, probe := range [2]string{t, strings.ToLower(words[t])} {
+				// A probe holding another as its prefix ("tests" after
+				// "test") is found no earlier than that one.
+				if probe != "" && !slices.ContainsFunc(probes, func(q string) bool { return strings.HasPrefix(probe, q) }) {
 					probes = append(probes, probe)
 					ascii = ascii && isASCII(probe)
 				}

@@ -41,6 +41,34 @@ func BenchmarkSearchSizes(b *testing.B) {
 	}
 }
 
+// BenchmarkSearchRecall is the search recall with a query runs: the 40
+// best semantic and procedural records, read whole, without previews.
+func BenchmarkSearchRecall(b *testing.B) {
+	for _, n := range []int{5_000, 20_000} {
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			s := openBench(b, n)
+			c := corpus.New(benchSeed + 2)
+			qs := make([]string, 64)
+			for i := range qs {
+				qs[i] = c.Query()
+			}
+			var cpu int64
+			b.ReportAllocs()
+			measure(b, func(ctx context.Context, i int) error {
+				if i == 0 {
+					cpu = cpuTime()
+				}
+				_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)], Types: []Type{Semantic, Procedural},
+					Limit: 40, Bodies: true, NoPreview: true})
+				return err
+			})
+			if now := cpuTime(); now > 0 {
+				b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
+			}
+		})
+	}
+}
+
 // BenchmarkSearchLoad loads the search index of a project and the shared
 // bucket from scratch, as a process's first search does, and reports the
 // heap it keeps, in all and per record loaded. A load takes most of a second at 20,000 records; -short

@@ -329,3 +329,45 @@ func TestNoFullTextTable(t *testing.T) {
 		t.Errorf("search found %v, want [kept]", got)
 	}
 }
+
+// TestSearchShadowingAfterChurn rewrites and deletes many records of
+// names that exist at two levels, after the index is loaded, so that its
+// entries' slots are reused, their name chains relinked and their keys
+// moved: every name must still show exactly its narrowest record.
+func TestSearchShadowingAfterChurn(t *testing.T) {
+	s, _ := mustOpen(t)
+	const n = 120
+	key := func(i int) string { return fmt.Sprintf("a-long-shared-name-of-record-%03d", i) }
+	for i := range n {
+		put(t, s, projA, Write{Scope: scope.System, Type: Semantic, Key: key(i), Body: fmt.Sprintf("churn alpha%d", i)})
+		put(t, s, projA, Write{Type: Semantic, Key: key(i), Body: fmt.Sprintf("churn beta%d round0", i)})
+	}
+	mustSearch(t, s, projA, SearchOptions{Query: "churn"}) // loads the index
+	for round := 1; round <= 3; round++ {
+		for i := range n {
+			put(t, s, projA, Write{Type: Semantic, Key: key(i), Body: fmt.Sprintf("churn beta%d round%d", i, round)})
+		}
+	}
+	for i := 0; i < n; i += 3 {
+		if _, err := s.Delete(ctx, projA, Selector{Key: key(i), Scope: ptrLevel(scope.Project)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		hits := mustSearch(t, s, projA, SearchOptions{Query: fmt.Sprintf("alpha%d beta%d", i, i)})
+		want := scope.Project
+		if i%3 == 0 {
+			want = scope.System
+		}
+		if len(hits) != 1 || hits[0].Record.Key != key(i) || hits[0].Record.Scope != want {
+			t.Fatalf("record %d: %+v, want the %s record alone", i, hits, want)
+		}
+	}
+	if got := mustSearch(t, s, projA, SearchOptions{Query: "round0 round1 round2"}); len(got) != 0 {
+		t.Errorf("old versions found: %v", keysOf(got))
+	}
+	// Without packing, the project's keys would hold every version's.
+	if b := s.search.buckets[visibleBuckets(projA.ID)[0]]; b == nil || len(b.keys) >= 3*n*len(key(0)) {
+		t.Errorf("the project's keys were never packed")
+	}
+}

@@ -26,46 +26,116 @@ type searchIndex struct {
 	prep     sync.Mutex
 	lastStmt *sql.Stmt // the store's last change
 	hitsStmt *sql.Stmt // the records of a JSON array of rowids
+	cardStmt *sql.Stmt // what a hit shows of them, without reading all
 }
 
 // statements returns the prepared statements of searches.
-func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits *sql.Stmt, err error) {
+func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits, cards *sql.Stmt, err error) {
 	x.prep.Lock()
 	defer x.prep.Unlock()
-	if x.lastStmt == nil {
-		if x.lastStmt, err = db.PrepareContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM changes`); err != nil {
-			return nil, nil, fmt.Errorf("prepare: %w", err)
+	for _, st := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&x.lastStmt, `SELECT COALESCE(MAX(seq), 0) FROM changes`},
+		{&x.hitsStmt, `SELECT r.rowid, r.project, ` + cols + ` FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
+		{&x.cardStmt, `SELECT r.rowid, r.project, r.id, r.scope, r.type, r.key, r.description, r.body, r.expires_at
+			FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
+	} {
+		if *st.stmt == nil {
+			if *st.stmt, err = db.PrepareContext(ctx, st.query); err != nil {
+				return nil, nil, nil, fmt.Errorf("prepare: %w", err)
+			}
 		}
 	}
-	if x.hitsStmt == nil {
-		if x.hitsStmt, err = db.PrepareContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r
-			WHERE r.rowid IN (SELECT value FROM json_each(?))`); err != nil {
-			return nil, nil, fmt.Errorf("prepare: %w", err)
-		}
-	}
-	return x.lastStmt, x.hitsStmt, nil
+	return x.lastStmt, x.hitsStmt, x.cardStmt, nil
 }
 
 type bucketIndex struct {
 	part    *index.Partition
 	seq     int64 // the last change applied
 	checked int64 // the store's last change when this bucket last caught up
-	meta    map[int64]docMeta
-	names   map[uint64][]int64 // records by a hash of their type and key
-	tagSets [][]string         // the distinct tag lists; 0 is none
-	tagIdx  map[string]uint32  // tag lists by their JSON
+
+	// What filters and the scope chain look at, kept beside the index so
+	// candidates are judged without reading rows: a table of records'
+	// entries, whose slot is each record's tag in the partition, and
+	// chains of the entries of each name. Slots of removed records are
+	// reused. A map of entries by rowid and one of slices of rowids by
+	// name cost twice what this does.
+	meta  []docMeta
+	free  []uint32          // slots of meta not in use
+	names map[uint64]uint32 // by name hash, the slot+1 of the first of the records of that name
+
+	keys  []byte // records' keys end to end, found by docMeta.keyAt and keyLen
+	waste int    // bytes of keys no record uses
+
+	typeNames []Type            // types by docMeta.typ
+	tagSets   [][]string        // the distinct tag lists; 0 is none
+	tagIdx    map[string]uint32 // tag lists by their JSON
 }
 
-// docMeta is what filters and the scope chain look at, kept beside the
-// index so candidates are judged without reading rows.
+func newBucket() *bucketIndex {
+	return &bucketIndex{part: index.NewPartition(), names: map[uint64]uint32{},
+		typeNames: []Type{Working, Episodic, Semantic, Procedural},
+		tagSets:   [][]string{nil}, tagIdx: map[string]uint32{"[]": 0}}
+}
+
+// docMeta is a record's entry in its bucket.
 type docMeta struct {
 	name    uint64 // hash of type and key
-	key     string
 	updated int64
 	expires int64  // 0: never
+	keyAt   uint32 // where the key starts in keys
 	tags    uint32 // index in tagSets
+	next    uint32 // slot+1 of the next record of the same name hash; 0 ends the chain
+	keyLen  uint8  // keys are at most 100 bytes
 	scope   int8
-	typ     Type
+	typ     uint8 // index in typeNames
+	used    bool
+}
+
+// key is the key of m.
+func (b *bucketIndex) key(m *docMeta) []byte { return b.keys[m.keyAt : m.keyAt+uint32(m.keyLen)] }
+
+// typ is the type of m.
+func (b *bucketIndex) typ(m *docMeta) Type { return b.typeNames[m.typ] }
+
+// typeCode is t's index in typeNames, added if new.
+func (b *bucketIndex) typeCode(t string) uint8 {
+	for i, n := range b.typeNames {
+		if string(n) == t {
+			return uint8(i)
+		}
+	}
+	b.typeNames = append(b.typeNames, Type(t))
+	return uint8(len(b.typeNames) - 1)
+}
+
+// add enters a record, which b lacks, and returns its slot.
+func (b *bucketIndex) add(m docMeta, key string) uint32 {
+	m.used = true
+	m.keyAt, m.keyLen = uint32(len(b.keys)), uint8(min(len(key), 255))
+	b.keys = append(b.keys, key[:m.keyLen]...)
+	var i uint32
+	if n := len(b.free); n > 0 {
+		i, b.free = b.free[n-1], b.free[:n-1]
+	} else {
+		i = uint32(len(b.meta))
+		b.meta = append(b.meta, docMeta{})
+	}
+	m.next = b.names[m.name]
+	b.names[m.name] = i + 1
+	b.meta[i] = m
+	return i
+}
+
+// sameName calls fn with the entry of each record whose name hash is n.
+func (b *bucketIndex) sameName(n uint64, fn func(o *docMeta) bool) {
+	for at := b.names[n]; at != 0; at = b.meta[at-1].next {
+		if !fn(&b.meta[at-1]) {
+			return
+		}
+	}
 }
 
 // nameHash identifies a type and key; records of different names that
@@ -82,7 +152,7 @@ func (m *docMeta) visible(now int64) bool { return m.expires == 0 || m.expires >
 
 // catchUp brings the buckets of keys up to date and returns them.
 func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([]*bucketIndex, error) {
-	lastStmt, _, err := x.statements(ctx, db)
+	lastStmt, _, _, err := x.statements(ctx, db)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +182,7 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 	for i, k := range keys {
 		b := x.buckets[k]
 		if b == nil {
-			b = &bucketIndex{part: index.NewPartition(), meta: map[int64]docMeta{}, names: map[uint64][]int64{},
-				tagSets: [][]string{nil}, tagIdx: map[string]uint32{"[]": 0}}
+			b = newBucket()
 		}
 		if b.checked != last {
 			if err := b.apply(ctx, db, k, last); err != nil {
@@ -150,10 +219,7 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 			continue
 		}
 		applied++
-		m := docMeta{name: nameHash(Type(typ.String), key.String), key: key.String, scope: int8(sc.Int64), typ: types[typ.String], updated: updated.Int64, expires: expires.Int64}
-		if m.typ == "" {
-			m.typ = Type(typ.String)
-		}
+		m := docMeta{name: nameHash(Type(typ.String), key.String), scope: int8(sc.Int64), typ: b.typeCode(typ.String), updated: updated.Int64, expires: expires.Int64}
 		var tagList []string
 		if err := json.Unmarshal([]byte(tags.String), &tagList); err != nil {
 			return fmt.Errorf("record %d tags: %w", rid, err)
@@ -165,9 +231,7 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 			b.tagSets = append(b.tagSets, tagList)
 			b.tagIdx[tags.String] = m.tags
 		}
-		b.meta[rid] = m
-		b.names[m.name] = append(b.names[m.name], rid)
-		b.part.Put(index.Doc{ID: rid, Fields: [index.NumFields]string{
+		b.part.Put(index.Doc{ID: rid, Tag: b.add(m, key.String), Fields: [index.NumFields]string{
 			key.String, desc.String, body.String, strings.Join(tagList, " "),
 		}})
 	}
@@ -181,27 +245,47 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 	return nil
 }
 
-// types shares one copy of each type's name among the records.
-var types = map[string]Type{string(Working): Working, string(Episodic): Episodic, string(Semantic): Semantic, string(Procedural): Procedural}
-
 func (b *bucketIndex) remove(rid int64) {
-	m, ok := b.meta[rid]
+	i, ok := b.part.Tag(rid)
 	if !ok {
 		return
 	}
-	delete(b.meta, rid)
-	n := m.name
-	ids := b.names[n]
-	for i, id := range ids {
-		if id == rid {
-			ids = append(ids[:i], ids[i+1:]...)
-			break
+	m := &b.meta[i]
+	// Unlink the slot from its name's chain.
+	if first := b.names[m.name]; first == i+1 {
+		if m.next == 0 {
+			delete(b.names, m.name)
+		} else {
+			b.names[m.name] = m.next
+		}
+	} else {
+		for at := first; at != 0; at = b.meta[at-1].next {
+			if b.meta[at-1].next == i+1 {
+				b.meta[at-1].next = m.next
+				break
+			}
 		}
 	}
-	if len(ids) == 0 {
-		delete(b.names, n)
-	} else {
-		b.names[n] = ids
+	b.waste += int(m.keyLen)
+	*m = docMeta{}
+	b.free = append(b.free, i)
+	if b.waste > 4096 && b.waste > len(b.keys)/2 {
+		b.packKeys()
 	}
 	b.part.Delete(rid)
+}
+
+// packKeys copies the keys in use into a new array, leaving out those of
+// removed records.
+func (b *bucketIndex) packKeys() {
+	keys := make([]byte, 0, len(b.keys)-b.waste)
+	for i := range b.meta {
+		m := &b.meta[i]
+		if m.used {
+			at := uint32(len(keys))
+			keys = append(keys, b.key(m)...)
+			m.keyAt = at
+		}
+	}
+	b.keys, b.waste = keys, 0
 }

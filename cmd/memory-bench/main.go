@@ -188,6 +188,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
 		"PROMETHEUS_MEMORY_DB_PATH=" + dbPath, "PROMETHEUS_WORKSPACE_ROOT=" + root,
 	}
+	// The Go runtime's knobs and the server's CPU profile pass through, to
+	// measure their effect and to see where a call's time goes.
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS", "MEMORY_MCP_CPUPROFILE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
 
 	c := newRecords(cfg.seed, cfg.files)
 	seeded, err := seed(ctx, dbPath, root, c, cfg.n, stderr)

@@ -107,7 +107,7 @@ func (a *app) recall(ctx context.Context, query string, types []memory.Type, max
 	if query != "" && len(memory.Terms(query)) > 0 {
 		// One search over the woven types, not one per type: the full-text
 		// match is the cost.
-		hits, _, _, err := a.search(ctx, a.cfg.Project, "", memory.SearchOptions{Query: query, Types: types, Limit: 40, Bodies: true})
+		hits, _, _, err := a.search(ctx, a.cfg.Project, "", memory.SearchOptions{Query: query, Types: types, Limit: 40, Bodies: true, NoPreview: true})
 		if err != nil {
 			return weave.Block{}, err
 		}

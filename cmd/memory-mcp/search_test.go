@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -53,5 +55,29 @@ func TestSearchWhyAndLanguages(t *testing.T) {
 	ok(t, writer, "memory_delete", map[string]any{"key": "ecole"})
 	if n := len(ok(t, reader, "memory_search", map[string]any{"query": "ecole"})["results"].([]any)); n != 0 {
 		t.Errorf("deleted record still found by the other server (%d results)", n)
+	}
+}
+
+// TestSearchText checks the readable text of a search beside its
+// structured results: a line per hit with its key, type, scope, score and
+// preview, in the same order.
+func TestSearchText(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "deploy-target", "body": "We deploy the api to the staging cluster first."})
+	ok(t, cs, "memory_write", map[string]any{"type": "procedural", "scope": "system", "key": "deploy-steps", "body": "Run make release, then deploy."})
+	res := call(t, cs, "memory_search", map[string]any{"query": "deploy staging cluster"})
+	out := ok(t, cs, "memory_search", map[string]any{"query": "deploy staging cluster"})
+	lines := strings.Split(strings.TrimSpace(text(res)), "\n")
+	results := out["results"].([]any)
+	if len(results) != 2 || len(lines) != 3 || lines[0] != `2 results for "deploy staging cluster" (keyword)` {
+		t.Fatalf("text %q for %d results", lines, len(results))
+	}
+	for i, r := range results {
+		h := r.(map[string]any)
+		want := fmt.Sprintf("- %s [%s, %s] score %.2f: %s", h["key"], h["type"], h["scope"], h["score"], h["preview"])
+		if lines[i+1] != want {
+			t.Errorf("line %d: %q, want %q", i+1, lines[i+1], want)
+		}
 	}
 }

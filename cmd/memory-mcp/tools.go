@@ -585,7 +585,19 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
 			Description: r.Description, Score: h.Score, Preview: h.Preview,
 			Why: why{Terms: nonNilStrings(h.Why.Terms), Fields: nonNilStrings(h.Why.Fields)}})
-		fmt.Fprintf(&b, "- %s [%s, %s] score %.2f: %s\n", r.Key, r.Type, r.Scope, h.Score, h.Preview)
+		// "- key [type, scope] score 0.00: preview", without fmt's
+		// reflection.
+		b.WriteString("- ")
+		b.WriteString(r.Key)
+		b.WriteString(" [")
+		b.WriteString(string(r.Type))
+		b.WriteString(", ")
+		b.WriteString(r.Scope.String())
+		b.WriteString("] score ")
+		b.WriteString(strconv.FormatFloat(h.Score, 'f', 2, 64))
+		b.WriteString(": ")
+		b.WriteString(h.Preview)
+		b.WriteByte('\n')
 	}
 	return b.String() + problemsText(out.Problems), out, nil
 }

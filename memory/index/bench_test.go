@@ -69,10 +69,11 @@ func reportCPU(b *testing.B, cpu int64) {
 
 // BenchmarkPartitionHeap loads 10,000 documents of generated prose into
 // partitions, as a process's first search does, and reports the heap the
-// partitions keep per document (B/doc) once loaded and trimmed.
+// partitions keep per document (B/doc) once loaded and trimmed, and the
+// bytes they keep outside the heap (mapped-B/doc, see mapped.go).
 func BenchmarkPartitionHeap(b *testing.B) {
 	const n = 10_000
-	var kept float64
+	var kept, mapped float64
 	for range b.N {
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -84,7 +85,26 @@ func BenchmarkPartitionHeap(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		kept = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		mapped = 0
+		for _, p := range parts {
+			mapped += float64(len(p.big.toks) + len(p.big.post))
+		}
 		runtime.KeepAlive(parts)
 	}
 	b.ReportMetric(kept/n, "B/doc")
+	b.ReportMetric(mapped/n, "mapped-B/doc")
+}
+
+// BenchmarkRunShare measures the phrase check on one record of about 120
+// words of generated prose, for a question with a stop-word in it.
+func BenchmarkRunShare(b *testing.B) {
+	c := corpus.New(1)
+	p := NewPartition()
+	p.Put(Doc{ID: 1, Fields: [NumFields]string{"some-key", c.Description(), c.Text(120), c.Term()}})
+	q := phraseIDs(p, Query{Phrase: Sequence("how do we " + c.Term() + " the " + c.Term() + " " + c.Term())})
+	var sc scratch
+	b.ReportAllocs()
+	for b.Loop() {
+		runShare(p, 0, q, &sc)
+	}
 }

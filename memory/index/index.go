@@ -6,10 +6,11 @@
 package index
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
+	"runtime"
 	"slices"
-	"sort"
 	"sync"
 )
 
@@ -68,6 +69,10 @@ var DefaultParams = Params{
 type Doc struct {
 	ID     int64
 	Fields [NumFields]string
+	// Tag is the caller's, handed back with the document to Query.Accept:
+	// where the caller keeps what it judges documents by, say, so that it
+	// need not look the id up.
+	Tag uint32
 }
 
 type posting struct {
@@ -75,29 +80,72 @@ type posting struct {
 	tf  [NumFields]uint8
 }
 
+// doc is a document's entry. Its term ids, every field's in order, are
+// uvarints in the partition's toks, each document's after the one
+// before's: one array for all of them, rather than a slice each, saves a
+// slice header and an allocation per document and gives the collector no
+// pointers to follow.
 type doc struct {
 	id   int64
-	toks []byte            // term ids of every field, in order, as uvarints
-	ends [NumFields]uint32 // where each field's terms end in toks
-	lens [NumFields]uint32 // how many terms each field has
+	ends [NumFields]uint32 // where each field's terms end in the partition's toks
+	lens [NumFields]uint16 // how many terms each field has, at most MaxUint16
+	tag  uint32
 	dead bool
 }
 
-func (d *doc) len(f Field) uint32 { return d.lens[f] }
+func (d *doc) len(f Field) uint32 { return uint32(d.lens[f]) }
 
-// field appends the term ids of field f to buf.
-func (d *doc) field(f Field, buf []uint32) []uint32 {
-	start := uint32(0)
-	if f > 0 {
-		start = d.ends[f-1]
+// docStart is where document n's terms begin in p.toks.
+func (p *Partition) docStart(n uint32) uint32 {
+	if n == 0 {
+		return 0
 	}
-	b := d.toks[start:d.ends[f]]
+	return p.docs[n-1].ends[NumFields-1]
+}
+
+// field appends the term ids of document n's field f to buf.
+func (p *Partition) field(n uint32, f Field, buf []uint32) []uint32 {
+	from := p.docStart(n)
+	if f > 0 {
+		from = p.docs[n].ends[f-1]
+	}
+	b := p.toks[from:p.docs[n].ends[f]]
 	for len(b) > 0 {
-		v, n := binary.Uvarint(b)
-		buf = append(buf, uint32(v))
+		v, n := uvarint32(b)
+		buf = append(buf, v)
 		b = b[n:]
 	}
 	return buf
+}
+
+// uvarint32 decodes a term id, most often one byte long, from b.
+func uvarint32(b []byte) (uint32, int) {
+	if c := b[0]; c < 0x80 {
+		return uint32(c), 1
+	}
+	v, n := binary.Uvarint(b)
+	return uint32(v), n
+}
+
+// term is what a partition keeps of a term. Its postings, in document
+// order, are post[off:off+n] with room up to off+room; a list that
+// outgrows its room moves to the end of post with twice as much, and post
+// is packed again once half of it is left behind. One array for every
+// list, rather than a slice each, saves a slice header and an allocation
+// per term (a partition holds about three terms per document, most of
+// them in one document only) and gives the collector nothing to follow.
+type term struct {
+	off, n, room uint32
+	last         uint32             // the document of the last posting
+	count        uint32             // how many postings, dead ones too
+	df           int32              // live documents holding the term
+	maxr         [NumFields]bound16 // the bound per field (see Partition.ref)
+}
+
+// list is term t's postings.
+func (p *Partition) list(t uint32) []byte {
+	tm := &p.terms[t]
+	return p.post[tm.off : tm.off+tm.n : tm.off+tm.n]
 }
 
 // Partition is the index of one partition of documents. It is safe for
@@ -105,28 +153,29 @@ func (d *doc) field(f Field, buf []uint32) []uint32 {
 type Partition struct {
 	mu    sync.RWMutex
 	dict  dict
-	post  [][]byte          // by term id: the postings, in document order
-	last  []uint32          // by term id: the document of the last posting
-	count []uint32          // by term id: how many postings, dead ones too
+	terms []term            // by term id
+	post  []byte            // every term's postings (see term)
+	waste int               // bytes of post no list holds
 	skips map[uint32][]skip // the blocks of lists longer than one
-	df    []int32           // live documents holding each term
 	docs  []doc
-	byID  map[int64]uint32
+	toks  []byte    // the documents' term ids (see doc)
+	big   *mappings // behind toks and post, once they are big (see mapped.go)
+	byID  docIDs
 	live  int
 	dead  int
 	lens  [NumFields]int64 // summed field lengths of live documents
 
-	// For each term, the most any of its postings gives per field
-	// (tf / (1 - b + b·length/ref), with DefaultParams' b), against
-	// reference average lengths ref: the bound MaxScore prunes with. It
-	// stays a bound as documents go; it is rebuilt when the averages
-	// drift far from ref.
-	ref  [NumFields]float64
-	maxr [][NumFields]bound16
+	// The reference average field lengths of the terms' bounds (see
+	// term.maxr): for each term, the most any of its postings gives per
+	// field, tf / (1 - b + b·length/ref) with DefaultParams' b, the bound
+	// MaxScore prunes with. It stays a bound as documents go; the bounds
+	// are rebuilt when the averages drift far from ref.
+	ref [NumFields]float64
 
 	stop []bool // by term id: a stop-word, kept only for phrases
 
-	enc  []byte // where Put encodes a document's terms
+	enc  []byte            // where Put encodes a document's terms
+	ends [NumFields]uint32 // and where each field's end in enc
 	work struct {
 		at    map[uint32]int // index in order by term
 		order []posting      // a document's terms, in the doc field, and counts
@@ -136,7 +185,9 @@ type Partition struct {
 
 // NewPartition returns an empty partition.
 func NewPartition() *Partition {
-	return &Partition{dict: newDict(), byID: map[int64]uint32{}, skips: map[uint32][]skip{}}
+	p := &Partition{dict: newDict(), skips: map[uint32][]skip{}, big: &mappings{}}
+	runtime.AddCleanup(p, (*mappings).release, p.big)
+	return p
 }
 
 // Len reports how many documents the partition holds.
@@ -154,24 +205,22 @@ func (p *Partition) Put(d Doc) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	nd := doc{id: d.ID}
-	// Encoded in a buffer kept for the purpose and copied out at its
-	// length: grown in place, a document's list kept a third more room
-	// than it used.
+	nd := doc{id: d.ID, tag: d.Tag}
+	// Encoded aside first: deleting the document's old version may
+	// compact the partition's toks.
 	toks := p.enc[:0]
 	for f := range NumFields {
 		for _, t := range fields[f] {
 			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
-			if !isStop(t) {
+			if !isStop(t) && nd.lens[f] < math.MaxUint16 {
 				nd.lens[f]++
 			}
 		}
-		nd.ends[f] = uint32(len(toks))
+		p.ends[f] = uint32(len(toks))
 	}
-	nd.toks = slices.Clone(toks)
 	p.enc = toks
 	p.deleteLocked(d.ID)
-	p.addLocked(nd)
+	p.addLocked(nd, toks, p.ends)
 }
 
 // termID returns t's id, adding it to the dictionary.
@@ -179,20 +228,24 @@ func (p *Partition) termID(t string) uint32 {
 	id, ok := p.dict.lookup(t)
 	if !ok {
 		id = p.dict.add(t)
-		p.post = append(p.post, nil)
-		p.last = append(p.last, 0)
-		p.count = append(p.count, 0)
-		p.df = append(p.df, 0)
-		p.maxr = append(p.maxr, [NumFields]bound16{})
+		p.terms = append(p.terms, term{})
 		p.stop = append(p.stop, isStop(t))
 	}
 	return id
 }
 
-func (p *Partition) addLocked(d doc) {
+// addLocked adds document d, whose terms are toks, field f's ending at
+// ends[f].
+func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 	n := uint32(len(p.docs))
+	base := uint32(len(p.toks))
+	p.toks = withRoom(p.toks, len(toks), &p.big.toks)
+	p.toks = append(p.toks, toks...) // within its room
+	for f := range NumFields {
+		d.ends[f] = base + ends[f]
+	}
 	p.docs = append(p.docs, d)
-	p.byID[d.id] = n
+	p.byID.add(p.docs, n)
 	p.live++
 	// The counts are gathered in working memory kept between documents:
 	// a map and slices of their own per document were most of what a
@@ -204,7 +257,7 @@ func (p *Partition) addLocked(d doc) {
 	clear(w.at)
 	w.order = w.order[:0]
 	for f := range NumFields {
-		w.fl = d.field(f, w.fl[:0])
+		w.fl = p.field(n, f, w.fl[:0])
 		p.lens[f] += int64(d.lens[f])
 		for _, t := range w.fl {
 			if p.stop[t] {
@@ -225,7 +278,7 @@ func (p *Partition) addLocked(d doc) {
 		t := o.doc // the term, while gathering
 		ps := posting{doc: n, tf: o.tf}
 		p.appendPosting(t, ps)
-		p.df[t]++
+		p.terms[t].df++
 		p.raise(t, ps)
 	}
 	p.checkRef()
@@ -233,15 +286,65 @@ func (p *Partition) addLocked(d doc) {
 
 // appendPosting adds ps to the end of term t's postings.
 func (p *Partition) appendPosting(t uint32, ps posting) {
-	if c := p.count[t]; c > 0 && c%blockLen == 0 {
+	tm := &p.terms[t]
+	if c := tm.count; c > 0 && c%blockLen == 0 {
 		if c == blockLen {
 			p.skips[t] = []skip{{}}
 		}
-		p.skips[t] = append(p.skips[t], skip{base: p.last[t], off: uint32(len(p.post[t]))})
+		p.skips[t] = append(p.skips[t], skip{base: tm.last, off: tm.n})
 	}
-	p.post[t] = appendPosting(p.post[t], p.last[t], ps)
-	p.last[t] = ps.doc
-	p.count[t]++
+	var enc [2*binary.MaxVarintLen32 + NumFields]byte
+	b := appendPosting(enc[:0], tm.last, ps)
+	if tm.n+uint32(len(b)) > tm.room {
+		p.move(tm, max(2*tm.room, tm.n+uint32(len(b)), 4))
+	}
+	copy(p.post[tm.off+tm.n:], b)
+	tm.n += uint32(len(b))
+	tm.last = ps.doc
+	tm.count++
+}
+
+// move gives tm's list room bytes of room: in place when the list ends
+// post, else at the end of post.
+func (p *Partition) move(tm *term, room uint32) {
+	if p.waste > 1<<16 && p.waste > len(p.post)/2 {
+		p.pack(0)
+	}
+	if tm.off+tm.room == uint32(len(p.post)) {
+		p.post = p.grow(int(room - tm.room))
+		tm.room = room
+		return
+	}
+	off := uint32(len(p.post))
+	p.post = p.grow(int(room))
+	copy(p.post[off:], p.post[tm.off:tm.off+tm.n])
+	p.waste += int(tm.room)
+	tm.off, tm.room = off, room
+}
+
+// grow lengthens post by n bytes.
+func (p *Partition) grow(n int) []byte {
+	post := withRoom(p.post, n, &p.big.post)
+	return post[:len(post)+n]
+}
+
+// pack copies every list into a new array, with slack bytes of room
+// each, leaving out what none holds.
+func (p *Partition) pack(slack uint32) {
+	size := 0
+	for t := range p.terms {
+		size += int(p.terms[t].n + min(slack, p.terms[t].room-p.terms[t].n))
+	}
+	post, m := allocBytes(size, size)
+	off := uint32(0)
+	for t := range p.terms {
+		tm := &p.terms[t]
+		copy(post[off:], p.post[tm.off:tm.off+tm.n])
+		tm.off, tm.room = off, tm.n+min(slack, tm.room-tm.n)
+		off += tm.room
+	}
+	unmapBytes(p.big.post)
+	p.post, p.big.post, p.waste = post, m, 0
 }
 
 // raise lifts term t's bounds to cover ps.
@@ -252,8 +355,8 @@ func (p *Partition) raise(t uint32, ps posting) {
 			continue
 		}
 		r := up16(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(d.len(f))/p.ref[f]))
-		if r > p.maxr[t][f] {
-			p.maxr[t][f] = r
+		if r > p.terms[t].maxr[f] {
+			p.terms[t].maxr[f] = r
 		}
 	}
 }
@@ -294,8 +397,8 @@ func (p *Partition) checkRef() {
 	for f := range NumFields {
 		p.ref[f] = max(float64(p.lens[f])/float64(p.live), 1)
 	}
-	for t := range p.post {
-		p.maxr[t] = [NumFields]bound16{}
+	for t := range p.terms {
+		p.terms[t].maxr = [NumFields]bound16{}
 		c := p.cursor(uint32(t))
 		for ; c.doc() != math.MaxUint32; c.next() {
 			if !p.docs[c.cur].dead {
@@ -310,11 +413,7 @@ func (p *Partition) checkRef() {
 func (p *Partition) Trim() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for t, list := range p.post {
-		if cap(list) > len(list) {
-			p.post[t] = slices.Clone(list)
-		}
-	}
+	p.pack(0)
 	for t, s := range p.skips {
 		if cap(s) > len(s) {
 			p.skips[t] = slices.Clone(s)
@@ -322,8 +421,10 @@ func (p *Partition) Trim() {
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
 	p.docs = shrink(p.docs)
-	p.post, p.df, p.maxr, p.stop = shrink(p.post), shrink(p.df), shrink(p.maxr), shrink(p.stop)
-	p.last, p.count = shrink(p.last), shrink(p.count)
+	if cap(p.toks)-len(p.toks) > len(p.toks)/8 {
+		p.toks = regrow(p.toks, len(p.toks), &p.big.toks)
+	}
+	p.terms, p.stop = shrink(p.terms), shrink(p.stop)
 	p.enc = nil
 	p.work.at, p.work.order, p.work.fl = nil, nil, nil
 	p.dict.text, p.dict.ends = shrink(p.dict.text), shrink(p.dict.ends)
@@ -338,6 +439,18 @@ func shrink[S ~[]E, E any](s S) S {
 	return s
 }
 
+// Tag returns the tag of the document with id, and whether the partition
+// holds it.
+func (p *Partition) Tag(id int64) (uint32, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	n, ok := p.byID.find(p.docs, id)
+	if !ok {
+		return 0, false
+	}
+	return p.docs[n].tag, true
+}
+
 // Delete removes the document with id, if the partition holds it.
 func (p *Partition) Delete(id int64) {
 	p.mu.Lock()
@@ -346,11 +459,10 @@ func (p *Partition) Delete(id int64) {
 }
 
 func (p *Partition) deleteLocked(id int64) {
-	n, ok := p.byID[id]
+	n, ok := p.byID.find(p.docs, id)
 	if !ok {
 		return
 	}
-	delete(p.byID, id)
 	d := &p.docs[n]
 	d.dead = true
 	p.live--
@@ -358,12 +470,12 @@ func (p *Partition) deleteLocked(id int64) {
 	seen := map[uint32]bool{}
 	var fl []uint32
 	for f := range NumFields {
-		fl = d.field(f, fl[:0])
+		fl = p.field(n, f, fl[:0])
 		p.lens[f] -= int64(d.lens[f])
 		for _, t := range fl {
 			if !seen[t] && !p.stop[t] {
 				seen[t] = true
-				p.df[t]--
+				p.terms[t].df--
 			}
 		}
 	}
@@ -374,29 +486,33 @@ func (p *Partition) deleteLocked(id int64) {
 
 // compactLocked rebuilds the postings without dead documents.
 func (p *Partition) compactLocked() {
-	old := p.docs
+	old, oldToks, oldMap := p.docs, p.toks, p.big.toks
 	p.docs = make([]doc, 0, p.live)
-	p.byID = make(map[int64]uint32, p.live)
+	p.toks, p.big.toks = allocBytes(0, len(p.toks)*p.live/max(1, p.live+p.dead))
+	p.byID = docIDs{}
+	p.byID.rebuild(nil, p.live)
 	clear(p.skips)
-	for t := range p.post {
-		p.post[t] = p.post[t][:0]
-		p.last[t], p.count[t] = 0, 0
-		p.df[t] = 0
-		p.maxr[t] = [NumFields]bound16{}
+	for t := range p.terms {
+		p.terms[t] = term{}
 	}
+	unmapBytes(p.big.post)
+	p.post, p.big.post, p.waste = nil, nil, 0
 	p.ref = [NumFields]float64{}
 	p.live, p.dead = 0, 0
 	p.lens = [NumFields]int64{}
+	from := uint32(0)
 	for _, d := range old {
 		if !d.dead {
-			p.addLocked(d)
+			var ends [NumFields]uint32
+			for f := range NumFields {
+				ends[f] = d.ends[f] - from
+			}
+			p.addLocked(doc{id: d.id, lens: d.lens, tag: d.tag}, oldToks[from:d.ends[NumFields-1]], ends)
 		}
+		from = d.ends[NumFields-1]
 	}
-	for t := range p.post {
-		if len(p.post[t]) == 0 {
-			p.post[t] = nil
-		}
-	}
+	unmapBytes(oldMap)
+	p.pack(0)
 }
 
 // Query is a ranked retrieval.
@@ -410,9 +526,17 @@ type Query struct {
 	K int
 	// Accept, when set, reports whether a document may be returned; it
 	// is asked only of documents that could rank.
-	Accept func(id int64) bool
+	Accept func(Candidate) bool
 	// Exhaustive scores every posting, for tests of the pruning.
 	Exhaustive bool
+}
+
+// Candidate is a document Query.Accept is asked about: its partition's
+// place in the partitions searched, its id and its tag.
+type Candidate struct {
+	Part int
+	ID   int64
+	Tag  uint32
 }
 
 // Result is one ranked document.
@@ -422,6 +546,9 @@ type Result struct {
 	Raw    float64 // the unsqueezed score
 	Terms  []string
 	Fields []Field // fields holding any of Terms
+	// TermFields are, for each of Terms, the fields holding it: bit f
+	// for Field f.
+	TermFields []uint8
 }
 
 type cand struct {
@@ -477,7 +604,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		var df float64
 		for _, p := range parts {
 			if id, ok := p.dict.lookup(t); ok {
-				df += float64(p.df[id])
+				df += float64(p.terms[id].df)
 			}
 		}
 		idf[i] = math.Log(1 + (n-df+0.5)/(df+0.5))
@@ -505,11 +632,15 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		// A record holding the whole phrase may score below the top k on
 		// words alone (a short mention among records that repeat the
 		// words); find those among the records holding every word.
-		in := map[[2]int64]bool{}
-		for _, c := range cands {
-			in[[2]int64{int64(c.part), int64(c.doc)}] = true
-		}
+		in := make([]uint32, 0, len(cands))
 		for pi, p := range parts {
+			in = in[:0]
+			for _, c := range cands {
+				if c.part == pi {
+					in = append(in, c.doc)
+				}
+			}
+			slices.Sort(in)
 			cands = s.phraseCands(p, pi, q, uniq, idf, in, cands)
 		}
 	}
@@ -527,18 +658,27 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		}
 		for i := range cands {
 			c := &cands[i]
-			d := &parts[c.part].docs[c.doc]
-			share := runShare(d, ids[c.part], parts[c.part].stop, &s.sc)
+			share := runShare(parts[c.part], c.doc, ids[c.part], &s.sc)
 			c.score += prm.Phrase * share * share * top
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return better(cands[i], cands[j]) })
+	slices.SortFunc(cands, func(a, b cand) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
 	cands = cands[:min(len(cands), q.K)]
 	out := make([]Result, len(cands))
 	for i, c := range cands {
 		r := Result{ID: c.id, Raw: c.score, Score: squeeze(c.score, prm.Half)}
 		p := parts[c.part]
 		var inField [NumFields]bool
+		r.Terms = make([]string, 0, len(uniq))
+		r.TermFields = make([]uint8, 0, len(uniq))
 		for ti, t := range uniq {
 			id, ok := p.dict.lookup(t)
 			if !ok {
@@ -550,12 +690,15 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			if cur.doc() != c.doc {
 				continue
 			}
+			var set uint8
 			for f, tf := range cur.posting().tf {
 				if tf > 0 {
 					inField[f] = true
+					set |= 1 << f
 				}
 			}
 			r.Terms = append(r.Terms, uniq[ti])
+			r.TermFields = append(r.TermFields, set)
 		}
 		for f := range NumFields {
 			if inField[f] {
@@ -606,7 +749,7 @@ func phraseIDs(p *Partition, q Query) []uint32 {
 // order and adjacent, within one field of d and holds a word that is not a
 // stop-word, as a share of the whole sequence, counted in adjacent pairs.
 // Stop-words count inside a run: a quoted phrase is matched as written.
-func runShare(d *doc, q []uint32, stop []bool, sc *scratch) float64 {
+func runShare(p *Partition, n uint32, q []uint32, sc *scratch) float64 {
 	if len(q) < 2 {
 		return 0
 	}
@@ -619,17 +762,22 @@ func runShare(d *doc, q []uint32, stop []bool, sc *scratch) float64 {
 		mask |= 1 << (t & 63)
 	}
 	best := 0
-	from := uint32(0)
+	d, stop := &p.docs[n], p.stop
+	from := p.docStart(n)
 	for f := range NumFields {
 		for i := range end {
 			end[i] = -2
 		}
-		b := d.toks[from:d.ends[f]]
+		b := p.toks[from:d.ends[f]]
 		from = d.ends[f]
 		for j := 0; len(b) > 0; j++ {
-			v, n := binary.Uvarint(b)
-			b = b[n:]
-			t := uint32(v)
+			var t uint32
+			if c := b[0]; c < 0x80 { // most term ids take one byte
+				t, b = uint32(c), b[1:]
+			} else {
+				v, n := binary.Uvarint(b)
+				t, b = uint32(v), b[n:]
+			}
 			if mask&(1<<(t&63)) == 0 {
 				continue
 			}
@@ -723,7 +871,7 @@ func (s *scorer) bound(p *Partition, id uint32, idf float64) float64 {
 	}
 	var w float64
 	for f := range NumFields {
-		w += s.prm.Weights[f] * p.maxr[id][f].float() * max(1, s.avg[f]/p.ref[f])
+		w += s.prm.Weights[f] * p.terms[id].maxr[f].float() * max(1, s.avg[f]/p.ref[f])
 	}
 	// float32 bounds round; a little headroom keeps them bounds.
 	w *= 1.0001
@@ -740,28 +888,35 @@ const (
 
 // phraseCands adds to cands the records of p that hold q's terms as a
 // phrase and are not among them yet.
-func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in map[[2]int64]bool, cands []cand) []cand {
+// in are the documents of p among cands, in order.
+func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf []float64, in []uint32, cands []cand) []cand {
+	seq := phraseIDs(p, q)
+	if slices.Contains(seq, math.MaxUint32) {
+		return cands // a word of the phrase, a stop-word maybe, is in no document
+	}
 	cs := make([]*cursor, 0, len(uniq))
 	for i, t := range uniq {
 		id, ok := p.dict.lookup(t)
-		if !ok || p.df[id] == 0 {
+		if !ok || p.terms[id].df == 0 {
 			return cands
 		}
 		c := p.cursor(id)
 		c.idf = idf[i]
 		cs = append(cs, c)
 	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].n < cs[j].n })
+	slices.SortFunc(cs, func(a, b *cursor) int { return cmp.Compare(a.n, b.n) })
 	if cs[0].n > maxPhraseWalk {
 		return cands
 	}
 	checks := 0
-	seq := phraseIDs(p, q)
 walk:
 	for ; cs[0].doc() != math.MaxUint32; cs[0].next() {
 		at := cs[0].doc()
 		d := &p.docs[at]
-		if d.dead || in[[2]int64{int64(pi), int64(at)}] {
+		for len(in) > 0 && in[0] < at {
+			in = in[1:]
+		}
+		if d.dead || len(in) > 0 && in[0] == at {
 			continue
 		}
 		for _, c := range cs[1:] {
@@ -777,7 +932,7 @@ walk:
 		if checks++; checks > maxPhraseChecks {
 			break
 		}
-		if runShare(d, seq, p.stop, &s.sc) < 1 || q.Accept != nil && !q.Accept(d.id) {
+		if runShare(p, at, seq, &s.sc) < 1 || q.Accept != nil && !q.Accept(Candidate{pi, d.id, d.tag}) {
 			continue
 		}
 		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})
@@ -793,7 +948,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 	var cs []*cursor
 	for i, t := range terms {
 		id, ok := p.dict.lookup(t)
-		if !ok || p.df[id] == 0 {
+		if !ok || p.terms[id].df == 0 {
 			continue
 		}
 		c := p.cursor(id)
@@ -803,7 +958,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 	if len(cs) == 0 {
 		return
 	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i].ub < cs[j].ub })
+	slices.SortStableFunc(cs, func(a, b *cursor) int { return cmp.Compare(a.ub, b.ub) })
 	prefix := make([]float64, len(cs))
 	var sum float64
 	for i, c := range cs {
@@ -862,7 +1017,7 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			continue // it cannot rank
 		}
 		score *= s.share(held)
-		if score < theta || q.Accept != nil && !q.Accept(d.id) {
+		if score < theta || q.Accept != nil && !q.Accept(Candidate{pi, d.id, d.tag}) {
 			continue
 		}
 		h.push(cand{score: score, id: d.id, part: pi, doc: next})

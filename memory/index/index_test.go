@@ -167,9 +167,15 @@ func TestPartitionStatistics(t *testing.T) {
 func TestAccept(t *testing.T) {
 	p := NewPartition()
 	for i := range 20 {
-		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{"", "", "alpha beta"}})
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{"", "", "alpha beta"}, Tag: uint32(10 * i)})
 	}
-	got := Search([]*Partition{p}, Query{Terms: Analyze("alpha"), K: 5, Accept: func(id int64) bool { return id%2 == 1 }}, DefaultParams)
+	accept := func(c Candidate) bool {
+		if c.Part != 0 || c.Tag != uint32(10*c.ID) {
+			t.Errorf("asked about %+v", c)
+		}
+		return c.ID%2 == 1
+	}
+	got := Search([]*Partition{p}, Query{Terms: Analyze("alpha"), K: 5, Accept: accept}, DefaultParams)
 	if len(got) != 5 {
 		t.Fatalf("%d results", len(got))
 	}
@@ -212,7 +218,7 @@ func TestPruningMatchesExhaustive(t *testing.T) {
 		for range 20 {
 			q := Analyze(text(r, 1+r.Intn(5)))
 			k := 1 + r.Intn(15)
-			accept := func(id int64) bool { return id%7 != 0 }
+			accept := func(c Candidate) bool { return c.ID%7 != 0 }
 			prm := DefaultParams
 			prm.Phrase = 0 // compare the ranking the pruning decides
 			fast := Search(parts, Query{Terms: q, K: k, Accept: accept}, prm)
@@ -289,10 +295,9 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 			qs = append(qs, words[r.Intn(len(words))])
 		}
 		q := phraseIDs(p, Query{Phrase: Sequence(strings.Join(qs, " "))})
-		d := &p.docs[0]
 		best := 0
 		for f := range NumFields {
-			fl := d.field(f, nil)
+			fl := p.field(0, f, nil)
 			for i := range q {
 				for j := range fl {
 					n, content := 0, false
@@ -310,7 +315,7 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 		if best >= 2 {
 			want = float64(best-1) / float64(len(q)-1)
 		}
-		if got := runShare(d, q, p.stop, &sc); got != want {
+		if got := runShare(p, 0, q, &sc); got != want {
 			t.Fatalf("fields %q, query %q: runShare %v, want %v", fields, qs, got, want)
 		}
 	}
@@ -327,5 +332,101 @@ func TestBound16(t *testing.T) {
 	}
 	if !(up16(2.1) > up16(1.999) && up16(1.999) >= up16(1.99) && up16(1.99) > up16(1.5)) {
 		t.Error("bounds out of order")
+	}
+}
+
+// TestReplaceCompactsAndKeepsPhrases replaces documents until the
+// partition compacts, several times over: each document's terms must
+// survive the moves, so that phrases, fields and lengths are still its
+// own.
+func TestReplaceCompactsAndKeepsPhrases(t *testing.T) {
+	p := NewPartition()
+	const n = 400
+	text := func(i, round int) [NumFields]string {
+		return [NumFields]string{fmt.Sprintf("key%d", i), fmt.Sprintf("round%d note", round),
+			fmt.Sprintf("the quick fox%d jumps over the lazy dog%d in round%d", i, i, round), "tag"}
+	}
+	for round := range 4 {
+		for i := range n {
+			p.Put(Doc{ID: int64(i), Fields: text(i, round), Tag: uint32(1000*round + i)})
+		}
+	}
+	if p.Len() != n {
+		t.Fatalf("len %d", p.Len())
+	}
+	if len(p.docs) >= 4*n {
+		t.Fatalf("never compacted: %d documents kept", len(p.docs))
+	}
+	for _, i := range []int{0, 17, n - 1} {
+		phrase := fmt.Sprintf("jumps over the lazy dog%d", i)
+		got := Search([]*Partition{p}, Query{Terms: Analyze(phrase), Phrase: Sequence(phrase), K: 3}, DefaultParams)
+		if len(got) == 0 || got[0].ID != int64(i) {
+			t.Fatalf("%q: %v, want %d first", phrase, ids(got), i)
+		}
+		if !slices.Equal(got[0].Fields, []Field{Body}) {
+			t.Errorf("%q: fields %v, want body", phrase, got[0].Fields)
+		}
+		if tag, ok := p.Tag(int64(i)); !ok || tag != uint32(3000+i) {
+			t.Errorf("document %d tag %d %v, want %d", i, tag, ok, 3000+i)
+		}
+		n, _ := p.byID.find(p.docs, int64(i))
+		if got, want := p.field(n, Description, nil), phraseIDs(p, Query{Phrase: Sequence("round3 note")}); !slices.Equal(got, want) {
+			t.Errorf("document %d description terms %v, want %v", i, got, want)
+		}
+	}
+	if got := search([]*Partition{p}, "round0", 5); len(got) != 0 {
+		t.Errorf("round0 still found in %v", ids(got))
+	}
+}
+
+// TestIncrementalMatchesFresh puts, replaces and deletes documents in one
+// partition, never trimmed, until its lists have moved and been packed
+// many times, and compares every search with a partition built afresh
+// from the documents that remain.
+func TestIncrementalMatchesFresh(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	vocab := make([]string, 2000)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("v%dz", i)
+	}
+	text := func(n int) string {
+		var ws []string
+		for range n {
+			ws = append(ws, vocab[int(math.Pow(r.Float64(), 2)*float64(len(vocab)))])
+		}
+		return strings.Join(ws, " ")
+	}
+	docs := map[int64]Doc{}
+	p := NewPartition()
+	for i := range 6000 {
+		id := int64(r.Intn(2500))
+		if r.Intn(8) == 0 {
+			p.Delete(id)
+			delete(docs, id)
+			continue
+		}
+		d := Doc{ID: id, Fields: [NumFields]string{fmt.Sprintf("k%d", i), text(3), text(20 + r.Intn(80)), text(1)}}
+		p.Put(d)
+		docs[id] = d
+	}
+	fresh := NewPartition()
+	for id := range int64(2500) {
+		if d, ok := docs[id]; ok {
+			fresh.Put(d)
+		}
+	}
+	fresh.Trim()
+	if p.Len() != fresh.Len() {
+		t.Fatalf("%d documents, fresh %d", p.Len(), fresh.Len())
+	}
+	for range 200 {
+		q := text(2 + r.Intn(4))
+		query := Query{Terms: Analyze(q), Phrase: Sequence(q), K: 10}
+		got, want := Search([]*Partition{p}, query, DefaultParams), Search([]*Partition{fresh}, query, DefaultParams)
+		// Terms are summed in the order of their bounds, which differ.
+		approx := cmp.Comparer(func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(a)) })
+		if !cmp.Equal(got, want, approx) {
+			t.Fatalf("%q:\n got %v\nwant %v", q, got, want)
+		}
 	}
 }

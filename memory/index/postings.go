@@ -122,7 +122,7 @@ func (p *Partition) cursor(t uint32) *cursor {
 
 // start sets c at the first posting of term t.
 func (p *Partition) start(c *cursor, t uint32) {
-	*c = cursor{buf: p.post[t], n: int(p.count[t])}
+	*c = cursor{buf: p.list(t), n: int(p.terms[t].count)}
 	if c.n > blockLen {
 		c.skips = p.skips[t]
 	}
