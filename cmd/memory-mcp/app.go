@@ -29,9 +29,9 @@ func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		return nil, err
 	}
 	dir.SetLogger(log)
-	st, err := memory.Open(ctx, cfg.DBPath, nil)
+	st, err := memory.Open(ctx, cfg.DB(), nil)
 	if err != nil {
-		return nil, err
+		return nil, cfg.dbError(err)
 	}
 	a := &app{
 		cfg: cfg, log: log, store: st, dir: dir, weaver: weave.New(),
