@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"prom.codes/memory-mcp/memory/pgtest"
+)
+
+// testPassword is put in every PostgreSQL URL the tests give the binary:
+// the test cluster trusts loopback and never asks for it, so it is free to
+// look for in everything the binary says.
+const testPassword = "pw-Zq81xK3"
+
+// pgEnv is a machine whose store is a fresh PostgreSQL database, named by
+// PROMETHEUS_MEMORY_DB_URL (with a password in it). It returns the URL too.
+func pgEnv(t *testing.T) (env, string) {
+	t.Helper()
+	u, err := url.Parse(pgtest.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), testPassword)
+	e := newEnv(t)
+	e.extra = append(e.extra[:len(e.extra):len(e.extra)], "PROMETHEUS_MEMORY_DB_URL="+u.String())
+	t.Cleanup(func() {
+		// PostgreSQL was the store: nothing went to the file.
+		if _, err := os.Stat(e.db); !os.IsNotExist(err) {
+			t.Errorf("the SQLite file %s exists with the store on PostgreSQL (%v)", e.db, err)
+		}
+	})
+	return e, u.String()
+}
+
+// noPassword fails t if what the binary said holds the password.
+func noPassword(t *testing.T, what, said string) {
+	t.Helper()
+	if strings.Contains(said, testPassword) {
+		t.Errorf("%s shows the database password:\n%s", what, said)
+	}
+}
+
+// Two servers on one SQLite file, as two replicas on one machine.
+func TestTeamServerTwoReplicasSQLite(t *testing.T) {
+	e := newEnv(t)
+	testTeam(t, e, startTeamServer(t, e, "--rate", "1000"), startTeamServer(t, e, "--rate", "1000"))
+}
+
+// Two replicas on one PostgreSQL database, each serving half the sessions.
+func TestTeamServerTwoReplicasPostgres(t *testing.T) {
+	e, _ := pgEnv(t)
+	a := startTeamServer(t, e, "--rate", "1000")
+	b := startTeamServer(t, e, "--rate", "1000")
+	testTeam(t, e, a, b)
+	noPassword(t, "the log", a.stderr.String()+b.stderr.String())
+}
+
+func TestTokenCommandPostgres(t *testing.T) {
+	e, _ := pgEnv(t)
+	testTokenCommand(t, e)
+}
+
+// proxy is a TCP proxy on loopback between the server and PostgreSQL, that
+// a test cuts and restores: a real network failure.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]bool
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.drop()
+	})
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			abort(c)
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			abort(c)
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[s] = true, true
+		p.mu.Unlock()
+		go p.pipe(c, s)
+		go p.pipe(s, c)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// abort closes c with a reset, as a peer that went away does.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// drop resets every connection through the proxy.
+func (p *proxy) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		abort(c)
+		delete(p.conns, c)
+	}
+}
+
+// cut makes the database unreachable: every connection is reset, and new
+// ones are refused, until restore.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.drop()
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// health is GET /healthz: its status and body.
+func health(t *testing.T, s *teamServer) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(s.url + "/healthz")
+	if err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// awaitHealth polls /healthz until it answers code, and returns its body.
+func awaitHealth(t *testing.T, s *teamServer, code int, within time.Duration) string {
+	t.Helper()
+	var got int
+	var body string
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if got, body = health(t, s); got == code {
+			return body
+		}
+	}
+	t.Fatalf("/healthz still answers %d %q after %v, want %d\n%s", got, body, within, code, s.stderr)
+	return ""
+}
+
+// The database goes away behind a running team server and comes back:
+// /healthz fails while it is away and recovers, connections reset under the
+// server are retried, and every write acknowledged before, during and after
+// is in the database.
+func TestTeamServerDatabaseOutage(t *testing.T) {
+	direct := pgtest.New(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, u.Host)
+	u.Host = px.addr()
+	u.User = url.UserPassword(u.User.Username(), testPassword)
+	e := newEnv(t)
+	e.extra = append(e.extra, "PROMETHEUS_MEMORY_DB_URL="+u.String())
+	tok := newToken(t, e, "--tenant", "acme", "--user", "ann")
+	s := startTeamServer(t, e, "--rate", "1000")
+	sess := connectTeam(t, s, tok)
+
+	acked := map[string]string{}
+	var mu sync.Mutex
+	write := func(sess *mcp.ClientSession, key string) error {
+		body := "written as " + key
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "memory_write", Arguments: map[string]any{"type": "semantic", "scope": "tenant", "key": key, "body": body}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return errors.New(text(res))
+		}
+		mu.Lock()
+		acked[key] = body
+		mu.Unlock()
+		return nil
+	}
+	if code, body := health(t, s); code != http.StatusOK {
+		t.Fatalf("healthz before: %d %s", code, body)
+	}
+	for i := range 10 {
+		if err := write(sess, fmt.Sprint("before-", i)); err != nil {
+			t.Fatalf("write before the outage: %v", err)
+		}
+	}
+
+	// A blip: every connection to the database reset at once. The store
+	// reconnects and retries; no write is refused for it.
+	for round := range 3 {
+		px.drop()
+		for i := range 5 {
+			if err := write(sess, fmt.Sprintf("blip-%d-%d", round, i)); err != nil {
+				t.Errorf("write after connections were reset: %v", err)
+			}
+		}
+	}
+
+	// An outage: the database unreachable for a while.
+	px.cut()
+	body := awaitHealth(t, s, http.StatusServiceUnavailable, 30*time.Second)
+	if len(body) > 64 || strings.Contains(body, px.addr()) || strings.Contains(body, "postgres") {
+		t.Errorf("/healthz says too much while the database is away: %q", body)
+	}
+	noPassword(t, "/healthz", body)
+	// Writes sent while it is away are either refused or, once it is back,
+	// acknowledged and kept: never acknowledged and lost.
+	var wg sync.WaitGroup
+	outcomes := make(chan error, 4)
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outcomes <- write(sess, fmt.Sprint("during-", i))
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	if code, _ := health(t, s); code != http.StatusServiceUnavailable {
+		t.Errorf("/healthz answers %d with the database still away", code)
+	}
+	px.restore()
+	awaitHealth(t, s, http.StatusOK, 60*time.Second)
+	wg.Wait()
+	close(outcomes)
+	for err := range outcomes {
+		if err != nil {
+			t.Logf("a write sent during the outage was refused: %v", err)
+		}
+	}
+	// The same session goes on once the database is back.
+	for i := range 10 {
+		if err := write(sess, fmt.Sprint("after-", i)); err != nil {
+			t.Errorf("write after the outage: %v", err)
+		}
+	}
+
+	// Every acknowledged write is in the database: read through a fresh
+	// session of this server, and through a second server that reaches
+	// the database directly.
+	d := e
+	d.extra = []string{"PROMETHEUS_MEMORY_DB_URL=" + direct}
+	other := startTeamServer(t, d, "--rate", "1000")
+	for _, reader := range []*mcp.ClientSession{connectTeam(t, s, tok), connectTeam(t, other, tok)} {
+		list := ok(t, reader, "memory_list", map[string]any{"limit": 500})["records"].([]any)
+		if len(list) < len(acked) {
+			t.Errorf("%d records listed, %d writes acknowledged", len(list), len(acked))
+		}
+		for key, want := range acked {
+			if got := bodyOf(t, reader, key); got != want {
+				t.Errorf("%s reads %q, want %q", key, got, want)
+			}
+		}
+	}
+	if len(acked) < 10+15+10 {
+		t.Errorf("only %d writes acknowledged", len(acked))
+	}
+	noPassword(t, "the log", s.stderr.String())
+	s.stop(t)
+	other.stop(t)
+}
