@@ -59,7 +59,9 @@ func TestConfigDatabase(t *testing.T) {
 	if c, err := loadConfig(getenv); err != nil || c.Postgres() || c.DB() != "/tmp/flag.db" {
 		t.Errorf("--db FILE over the URL: %+v %v", c, err)
 	}
-	getenv = withDB(func(k string) string { return map[string]string{"PROMETHEUS_MEMORY_DB_PATH": "/tmp/x.db", "PROMETHEUS_WORKSPACE_ROOT": env["PROMETHEUS_WORKSPACE_ROOT"]}[k] }, url)
+	getenv = withDB(func(k string) string {
+		return map[string]string{"PROMETHEUS_MEMORY_DB_PATH": "/tmp/x.db", "PROMETHEUS_WORKSPACE_ROOT": env["PROMETHEUS_WORKSPACE_ROOT"]}[k]
+	}, url)
 	if c, err := loadConfig(getenv); err != nil || c.DB() != url {
 		t.Errorf("--db URL over the file: %+v %v", c, err)
 	}
