@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rogpeppe/go-internal/testscript"
 
 	"prom.codes/memory-mcp/memory/pgtest"
 )
@@ -314,4 +316,60 @@ func TestTeamServerDatabaseOutage(t *testing.T) {
 	noPassword(t, "the log", s.stderr.String())
 	s.stop(t)
 	other.stop(t)
+}
+
+// The command line on PostgreSQL: the scripts of testdata/script/postgres,
+// and those of testdata/script that hold for any store, each on a database
+// of its own.
+func TestScriptsPostgres(t *testing.T) {
+	pgtest.ServerURL(t)
+	p := scriptParams()
+	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "script", "postgres", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, name := range []string{"records", "import_refused", "server_memory", "keep_projects", "projects"} {
+		files = append(files, filepath.Join("..", "..", "testdata", "script", name+".txtar"))
+	}
+	p.Files = files
+	setup := p.Setup
+	var mu sync.Mutex
+	p.Setup = func(e *testscript.Env) error {
+		if err := setup(e); err != nil {
+			return err
+		}
+		mu.Lock()
+		u, err := url.Parse(pgtest.New(t))
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+		u.User = url.UserPassword(u.User.Username(), testPassword)
+		e.Setenv("PROMETHEUS_MEMORY_DB_URL", u.String())
+		e.Setenv("DB_PASSWORD", testPassword)
+		e.Setenv("DB_SHOWN", dbShown(u.String()))
+		return nil
+	}
+	testscript.Run(t, p)
+}
+
+// The stdio server on PostgreSQL: two agents' servers in one workspace
+// share the database, and the project's facts still go to markdown.
+func TestStdioPostgres(t *testing.T) {
+	e, _ := pgEnv(t)
+	one, two := connect(t, e, nil), connect(t, e, nil)
+	ok(t, one, "memory_write", map[string]any{"type": "semantic", "key": "test-runner", "body": "Use make test, never go test directly."})
+	if got := bodyOf(t, two, "test-runner"); got != "Use make test, never go test directly." {
+		t.Errorf("the other server reads %q", got)
+	}
+	if !found(t, two, "directly", "test-runner") {
+		t.Error("the other server's search does not find the write")
+	}
+	if _, err := os.Stat(filepath.Join(e.root, ".prometheus", "memories", "test-runner.md")); err != nil {
+		t.Errorf("no markdown file: %v", err)
+	}
+	ok(t, two, "memory_delete", map[string]any{"key": "test-runner"})
+	if res := call(t, one, "memory_read", map[string]any{"key": "test-runner"}); !res.IsError {
+		t.Errorf("deleted through one server, read through the other: %s", text(res))
+	}
 }
