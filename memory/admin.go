@@ -119,9 +119,11 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 		steps := []string{
 			`DELETE FROM mirror_files WHERE project = @to AND stem IN (SELECT stem FROM mirror_files WHERE project = @from)`,
 			`UPDATE mirror_files SET project = @to WHERE project = @from`,
-			`UPDATE OR IGNORE statement_sessions SET project = @to WHERE project = @from`,
+			`UPDATE statement_sessions SET project = @to WHERE project = @from AND NOT EXISTS (SELECT 1 FROM statement_sessions o
+				WHERE o.project = @to AND o.statement = statement_sessions.statement AND o.session_id = statement_sessions.session_id)`,
 			`DELETE FROM statement_sessions WHERE project = @from`,
-			`UPDATE OR IGNORE procedure_sessions SET project = @to WHERE project = @from`,
+			`UPDATE procedure_sessions SET project = @to WHERE project = @from AND NOT EXISTS (SELECT 1 FROM procedure_sessions o
+				WHERE o.project = @to AND o.key = procedure_sessions.key AND o.session_id = procedure_sessions.session_id)`,
 			`DELETE FROM procedure_sessions WHERE project = @from`,
 			// Cached text is derived; both projects' go stale.
 			`DELETE FROM cache WHERE project IN (@from, @to)`,
@@ -207,6 +209,12 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st.Oldest, st.Newest = fromNanos(oldest), fromNanos(newest)
 	if err := s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&st.Schema); err != nil {
 		return st, fmt.Errorf("stats: %w", err)
+	}
+	if s.pg {
+		if err := s.db.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&st.Bytes); err != nil {
+			return st, fmt.Errorf("stats: %w", err)
+		}
+		return st, nil
 	}
 	for _, f := range []string{s.path, s.path + "-wal"} {
 		if fi, err := os.Stat(f); err == nil {

@@ -18,6 +18,9 @@ import (
 // snapshot, so the copy holds every write committed before it began. The
 // copy is made 0600.
 func (s *Store) Backup(ctx context.Context, dst string) error {
+	if s.pg {
+		return unsupported("backup to "+dst, "back up a PostgreSQL database with pg_dump or the server's own backups")
+	}
 	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("backup to %s: the file exists; choose a new name or remove it", dst)
 	}
@@ -115,6 +118,9 @@ func escapePath(path string) string {
 // progress, when not nil, is told the pages copied and the pages in all as
 // the copy goes.
 func (s *Store) RestoreFrom(ctx context.Context, src, keep string, progress func(done, total int)) (FileCheck, error) {
+	if s.pg {
+		return FileCheck{Path: src}, unsupported("restore "+src, "restore a PostgreSQL database with pg_restore or the server's own recovery")
+	}
 	c, err := CheckFile(ctx, src)
 	if err != nil {
 		return c, err

@@ -409,7 +409,7 @@ func (s *Store) recordEpisode(ctx context.Context, tx *sql.Tx, p Project, w Writ
 // confirmed it before changes nothing; a new one strengthens the fact that
 // says the same thing, or makes it once needed sessions agree.
 func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session string, st statement, needed int, res *CaptureResult) error {
-	r, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO statement_sessions (project, statement, session_id, said) VALUES (?, ?, ?, ?)`, string(p.ID), st.norm, session, st.said)
+	r, err := tx.ExecContext(ctx, `INSERT INTO statement_sessions (project, statement, session_id, said) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, string(p.ID), st.norm, session, st.said)
 	if err != nil {
 		return err
 	}
@@ -542,7 +542,7 @@ func (s *Store) putWithin(ctx context.Context, tx *sql.Tx, p Project, rec Record
 // what people have since made of the record (description, tags, expiry).
 func (s *Store) learnProcedure(ctx context.Context, tx *sql.Tx, p Project, session string, pr procedure, res *CaptureResult) error {
 	w := pr.w
-	r, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO procedure_sessions (project, key, session_id) VALUES (?, ?, ?)`, string(p.ID), w.Key, session)
+	r, err := tx.ExecContext(ctx, `INSERT INTO procedure_sessions (project, key, session_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, string(p.ID), w.Key, session)
 	if err != nil {
 		return err
 	}

@@ -414,8 +414,9 @@ func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev 
 		if fileID == "" {
 			fileID = r.ID
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO mirror_forgotten (project, id, file_id, use_count, last_accessed_at, expires_at, forgotten_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, string(p), r.ID, fileID, r.UseCount, nanos(r.LastAccessedAt), nanos(r.ExpiresAt), now); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_forgotten (project, id, file_id, use_count, last_accessed_at, expires_at, forgotten_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, id) DO UPDATE SET file_id = excluded.file_id, use_count = excluded.use_count,
+			last_accessed_at = excluded.last_accessed_at, expires_at = excluded.expires_at, forgotten_at = excluded.forgotten_at`, string(p), r.ID, fileID, r.UseCount, nanos(r.LastAccessedAt), nanos(r.ExpiresAt), now); err != nil {
 			return err
 		}
 		return s.remove(ctx, tx, Project{ID: p}, r, false)

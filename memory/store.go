@@ -31,7 +31,8 @@ var migrations embed.FS
 // on the machine. It is safe for concurrent use.
 type Store struct {
 	db   *sql.DB
-	path string
+	path string // the file, or the URL without its password
+	pg   bool   // PostgreSQL rather than SQLite (see postgres.go)
 	now  func() time.Time
 
 	// writing admits one write transaction of this process at a time.
@@ -75,7 +76,9 @@ func DefaultPath() (string, error) {
 }
 
 // Open opens (creating if needed) the database at path, runs any pending
-// migrations and purges expired records. The directory is created 0700 and
+// migrations and purges expired records. A path that is a postgres:// or
+// postgresql:// URL (see IsURL) opens that PostgreSQL database instead,
+// migrating it under an advisory lock, so replicas may start together. The directory is created 0700 and
 // the file 0600, and an existing one is made so (see tighten). It fails,
 // changing nothing, on a file that is not a SQLite database or was made by
 // a newer schema.
@@ -86,6 +89,17 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
+	}
+	if IsURL(path) {
+		s, err := openPostgres(ctx, path, now)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.Purge(ctx); err != nil {
+			s.db.Close()
+			return nil, fmt.Errorf("open database %s: %w", s.path, err)
+		}
+		return s, nil
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -158,7 +172,8 @@ func tighten(dir, path string) error {
 	return nil
 }
 
-// Path returns the database file's path.
+// Path returns the database file's path, or the PostgreSQL URL without
+// its password.
 func (s *Store) Path() string { return s.path }
 
 // Close writes the uses not yet written (see Flush) and closes the

@@ -81,7 +81,7 @@ func (s *Store) CreateToken(ctx context.Context, nt NewToken) (string, Token, er
 		Profile: nt.Profile, Admin: nt.Admin, CreatedAt: s.now().UTC(),
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, hash, name, tenant, user, profile, admin, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, hash, name, tenant, "user", profile, admin, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			t.ID, tokenHash(secret), t.Name, t.Tenant, t.User, t.Profile, t.Admin, t.CreatedAt.UnixNano())
 		return err
 	})
@@ -96,7 +96,7 @@ func tokenHash(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-const tokenCols = `id, name, tenant, user, profile, admin, created_at, last_used_at`
+const tokenCols = `id, name, tenant, "user", profile, admin, created_at, last_used_at`
 
 func scanToken(row scanner) (Token, error) {
 	var t Token
@@ -195,7 +195,7 @@ func (r rowWithHash) Scan(dest ...any) error { return r.row.Scan(append(dest, r.
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE 0`).Scan(&one); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM tokens WHERE 1 = 0`).Scan(&one); err != nil {
 		return fmt.Errorf("ping database: %w", err)
 	}
 	return nil

@@ -543,8 +543,8 @@ func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string
 // records queued again. It reports whether that happened.
 func (s *Store) NoteDims(ctx context.Context, model string, dims int) (bool, error) {
 	var other int
-	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims < @d)
-		+ EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims > @d)`, sql.Named("m", model), sql.Named("d", dims)).Scan(&other); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims < @d) AS INTEGER)
+		+ CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims > @d) AS INTEGER)`, sql.Named("m", model), sql.Named("d", dims)).Scan(&other); err != nil {
 		return false, fmt.Errorf("check vector length: %w", err)
 	}
 	if other == 0 {

@@ -599,7 +599,7 @@ func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, r
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.tx1(ctx, fn)
-		if err == nil || !isBusy(err) || attempt >= 5 {
+		if err == nil || !(isBusy(err) || s.pg && pgRetryable(err)) || attempt >= 5 {
 			return err
 		}
 		select {

@@ -1,0 +1,488 @@
+package memory
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+//go:embed migrations/postgres/*.sql
+var pgMigrations embed.FS
+
+// ErrUnsupported is returned for what only the SQLite store can do (copy
+// or check its file, checkpoint its log); the error wrapping it says what
+// to use instead.
+var ErrUnsupported = errors.New("not supported on PostgreSQL")
+
+// IsURL reports whether target names a PostgreSQL database (a postgres://
+// or postgresql:// URL) rather than a SQLite file.
+func IsURL(target string) bool {
+	t := strings.ToLower(target)
+	return strings.HasPrefix(t, "postgres://") || strings.HasPrefix(t, "postgresql://")
+}
+
+// Backend returns "sqlite" or "postgres".
+func (s *Store) Backend() string {
+	if s.pg {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// unsupported is ErrUnsupported for what, with what to use instead.
+func unsupported(what, instead string) error {
+	return fmt.Errorf("%s: %w; %s", what, ErrUnsupported, instead)
+}
+
+// redact returns a URL without its password, for messages.
+func redact(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// The write lock. PostgreSQL lets write transactions run side by side, but
+// the store's change sequences (changes.seq, embed_changes.seq, the mirror
+// versions) are read by other replicas as "everything up to N is here": a
+// transaction that took seq 7 and committed before one holding seq 6 would
+// let a replica catch up to 7 and never see 6. So every write transaction
+// takes this advisory lock first, as SQLite's one writer at a time does,
+// and sequences commit in the order they are given. The lock goes with
+// the transaction (pg_advisory_xact_lock), so a connection lost mid-write
+// releases it.
+const (
+	pgWriteLock   = 0x6d656d6f7279 // "memory"
+	pgMigrateLock = 0x6d6967726174 // "migrat"
+)
+
+// openPostgres opens the database at target and migrates it.
+func openPostgres(ctx context.Context, target string, now func() time.Time) (*Store, error) {
+	name := redact(target)
+	cfg, err := pgx.ParseConfig(target)
+	if err != nil {
+		// pgx's message may quote the URL: keep only its kind.
+		return nil, fmt.Errorf("open database %s: the URL does not parse", name)
+	}
+	db := sql.OpenDB(&pgConnector{inner: stdlib.GetConnector(*cfg), name: name})
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	s := &Store{db: db, path: name, now: now, pg: true, writing: make(chan struct{}, 1)}
+	if err := s.migratePostgres(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// pgSchemaVersion is the number of PostgreSQL migrations this build knows.
+func pgMigrationNames() ([]string, error) {
+	names, err := fs.Glob(pgMigrations, "migrations/postgres/*.sql")
+	sort.Strings(names)
+	return names, err
+}
+
+// migratePostgres applies the pending migrations, each in a transaction
+// with its version, under a session advisory lock, so replicas starting
+// together migrate once: the others wait, then find nothing to do.
+func (s *Store) migratePostgres(ctx context.Context) error {
+	names, err := pgMigrationNames()
+	if err != nil {
+		return err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		c := dc.(*pgConn).inner.Conn()
+		if _, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(pgMigrateLock)); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		defer c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(pgMigrateLock))
+		if _, err := c.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		var v int
+		if err := c.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if v > len(names) {
+			return fmt.Errorf("schema version %d is newer than this build knows (%d): upgrade memory-mcp", v, len(names))
+		}
+		for ; v < len(names); v++ {
+			body, err := pgMigrations.ReadFile(names[v])
+			if err != nil {
+				return err
+			}
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				tx.Rollback(ctx)
+				return fmt.Errorf("migration postgres/%s: %w", names[v][strings.LastIndexByte(names[v], '/')+1:], err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, v+1, s.now().UnixNano()); err != nil {
+				tx.Rollback(ctx)
+				return fmt.Errorf("migrate: %w", err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				return fmt.Errorf("migrate to version %d: %w", v+1, err)
+			}
+		}
+		return nil
+	})
+}
+
+// pgConnector dials through pgx's database/sql driver, retrying with
+// backoff while the server is unreachable (a restart, a failover) for as
+// long as the caller's context allows, up to connectPatience.
+type pgConnector struct {
+	inner driver.Connector
+	name  string // the URL without its password
+}
+
+const connectPatience = 10 * time.Second
+
+func (c *pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	deadline := time.Now().Add(connectPatience)
+	wait := 25 * time.Millisecond
+	for {
+		dc, err := c.inner.Connect(ctx)
+		if err == nil {
+			return &pgConn{inner: dc.(*stdlib.Conn)}, nil
+		}
+		if !connLost(err) || time.Now().Add(wait).After(deadline) {
+			return nil, fmt.Errorf("connect to %s: %w", c.name, scrub(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to %s: %w", c.name, scrub(err))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (c *pgConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+// scrub drops what a connection error may say of the URL: pgx's message
+// names the host and user, never the password, but says so in a form that
+// repeats the configuration; keep its cause.
+func scrub(err error) error {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) && ce.Unwrap() != nil {
+		return ce.Unwrap()
+	}
+	return err
+}
+
+// connLost reports whether err is the loss (or absence) of the connection
+// rather than an answer from the server: the statement may be retried on
+// another connection if it is safe to.
+func connLost(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08: connection exception; 57P01-57P03: the server shut
+		// down, was terminated, or cannot take connections yet.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// pgRetryable reports whether a write transaction that failed with err may
+// run again: it did not commit (a failed commit is never retried, since it
+// may have committed), and the failure was the connection or a conflict
+// PostgreSQL asks to retry.
+func pgRetryable(err error) bool {
+	var cu *commitUnknown
+	if errors.As(err, &cu) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") {
+		return true
+	}
+	return connLost(err)
+}
+
+// commitUnknown is a commit that failed in a way that leaves its outcome
+// unknown to this process.
+type commitUnknown struct{ err error }
+
+func (e *commitUnknown) Error() string {
+	return "commit: the connection was lost, the write may or may not have been saved: " + e.err.Error()
+}
+func (e *commitUnknown) Unwrap() error { return e.err }
+
+// pgConn is one connection of pgx's driver that takes the store's SQLite
+// statements (see pgTranslate) and its write lock.
+type pgConn struct {
+	inner *stdlib.Conn
+	inTx  bool
+}
+
+var (
+	_ driver.ConnBeginTx        = (*pgConn)(nil)
+	_ driver.ConnPrepareContext = (*pgConn)(nil)
+	_ driver.ExecerContext      = (*pgConn)(nil)
+	_ driver.QueryerContext     = (*pgConn)(nil)
+	_ driver.Pinger             = (*pgConn)(nil)
+	_ driver.SessionResetter    = (*pgConn)(nil)
+	_ driver.NamedValueChecker  = (*pgConn)(nil)
+)
+
+func (c *pgConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+// PrepareContext only translates: pgx prepares and caches each statement
+// on each connection as it first runs there.
+func (c *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	q, err := pgTranslate(query)
+	if err != nil {
+		return nil, err
+	}
+	return &pgStmt{c: c, q: q}, nil
+}
+
+func (c *pgConn) Close() error { return c.inner.Close() }
+
+func (c *pgConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// BeginTx begins a transaction. A read-only one reads one snapshot
+// (REPEATABLE READ), as a SQLite read transaction does; any other takes
+// the write lock before its first statement, so that every statement of
+// it sees every write committed before, as SQLite's immediate
+// transactions do.
+func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if opts.ReadOnly && opts.Isolation == driver.IsolationLevel(sql.LevelDefault) {
+		opts.Isolation = driver.IsolationLevel(sql.LevelRepeatableRead)
+	}
+	tx, err := c.inner.BeginTx(ctx, opts)
+	if err != nil {
+		if connLost(err) {
+			return nil, driver.ErrBadConn
+		}
+		return nil, err
+	}
+	if !opts.ReadOnly {
+		if _, err := c.inner.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(pgWriteLock)+`)`, nil); err != nil {
+			tx.Rollback()
+			if connLost(err) {
+				return nil, driver.ErrBadConn
+			}
+			return nil, fmt.Errorf("take the write lock: %w", err)
+		}
+	}
+	c.inTx = true
+	return &pgTx{c: c, tx: tx}, nil
+}
+
+type pgTx struct {
+	c  *pgConn
+	tx driver.Tx
+}
+
+func (t *pgTx) Commit() error {
+	t.c.inTx = false
+	if err := t.tx.Commit(); err != nil {
+		if connLost(err) {
+			return &commitUnknown{err: err}
+		}
+		return err
+	}
+	return nil
+}
+
+func (t *pgTx) Rollback() error {
+	t.c.inTx = false
+	return t.tx.Rollback()
+}
+
+func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	q, err := pgTranslate(query)
+	if err != nil {
+		return nil, err
+	}
+	return c.exec(ctx, q, args)
+}
+
+func (c *pgConn) exec(ctx context.Context, q *pgQuery, args []driver.NamedValue) (driver.Result, error) {
+	args, err := q.bind(args)
+	if err != nil {
+		return nil, err
+	}
+	if q.write && !c.inTx {
+		// A write on its own: in a transaction of its own, under the
+		// write lock. database/sql retries it on another connection
+		// (driver.ErrBadConn) only when the commit was never sent.
+		tx, err := c.BeginTx(ctx, driver.TxOptions{})
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.inner.ExecContext(ctx, q.sql, args)
+		if err != nil {
+			tx.Rollback()
+			if connLost(err) {
+				return nil, driver.ErrBadConn
+			}
+			return nil, err
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	res, err := c.inner.ExecContext(ctx, q.sql, args)
+	if err != nil && !c.inTx && !q.write && connLost(err) {
+		return nil, driver.ErrBadConn
+	}
+	return res, err
+}
+
+func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	q, err := pgTranslate(query)
+	if err != nil {
+		return nil, err
+	}
+	return c.query(ctx, q, args)
+}
+
+func (c *pgConn) query(ctx context.Context, q *pgQuery, args []driver.NamedValue) (driver.Rows, error) {
+	args, err := q.bind(args)
+	if err != nil {
+		return nil, err
+	}
+	if q.write && !c.inTx {
+		return nil, fmt.Errorf("a statement that writes and returns rows must run in a transaction")
+	}
+	rows, err := c.inner.QueryContext(ctx, q.sql, args)
+	if err != nil && !c.inTx && connLost(err) {
+		// A read: safe to run again on another connection.
+		return nil, driver.ErrBadConn
+	}
+	return rows, err
+}
+
+func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
+
+func (c *pgConn) ResetSession(ctx context.Context) error {
+	c.inTx = false
+	return c.inner.ResetSession(ctx)
+}
+
+func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error {
+	// Values of named types (scope.Level, Type) go in as their kind, as
+	// database/sql would convert them without a checker; pgx takes the
+	// rest (Valuers among them) as they are.
+	if _, ok := nv.Value.(driver.Valuer); !ok {
+		if v, err := driver.DefaultParameterConverter.ConvertValue(nv.Value); err == nil {
+			nv.Value = v
+		}
+	}
+	// bool goes in as 0 or 1: the schema keeps SQLite's integer flags.
+	if b, ok := nv.Value.(bool); ok {
+		nv.Value = int64(0)
+		if b {
+			nv.Value = int64(1)
+		}
+	}
+	return nil
+}
+
+// bind puts args in the order of q's parameters.
+func (q *pgQuery) bind(args []driver.NamedValue) ([]driver.NamedValue, error) {
+	if q.names == nil {
+		for i := range args {
+			if args[i].Name != "" {
+				return nil, fmt.Errorf("named argument @%s for a statement with positional parameters", args[i].Name)
+			}
+		}
+		return args, nil
+	}
+	out := make([]driver.NamedValue, len(q.names))
+	for i, name := range q.names {
+		found := false
+		for _, a := range args {
+			if a.Name == name {
+				out[i] = driver.NamedValue{Ordinal: i + 1, Value: a.Value}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("missing argument @%s", name)
+		}
+	}
+	return out, nil
+}
+
+type pgStmt struct {
+	c *pgConn
+	q *pgQuery
+}
+
+func (s *pgStmt) Close() error  { return nil }
+func (s *pgStmt) NumInput() int { return -1 }
+
+func (s *pgStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return nil, errors.New("Stmt.Exec is not supported: use ExecContext")
+}
+
+func (s *pgStmt) Query(args []driver.Value) (driver.Rows, error) {
+	return nil, errors.New("Stmt.Query is not supported: use QueryContext")
+}
+
+func (s *pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return s.c.exec(ctx, s.q, args)
+}
+
+func (s *pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	return s.c.query(ctx, s.q, args)
+}
