@@ -467,8 +467,8 @@ func (d *doctor) embeddings(ctx context.Context, cfg Config) {
 }
 
 // postgres checks that the PostgreSQL server answers and that the schema is
-// this version's: opening the store migrates an older one, and refuses one
-// newer than this binary knows. It reports whether the rest can use it.
+// this build's: opening the store migrates an older one, and refuses one
+// newer than this build knows. It reports whether the rest can use it.
 func (d *doctor) postgres(ctx context.Context, cfg Config) bool {
 	const area = "database"
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -488,10 +488,7 @@ func (d *doctor) postgres(ctx context.Context, cfg Config) bool {
 		d.problem(area, redact(fmt.Errorf("read the schema of %s: %w", cfg.DBName(), err), dbSecrets(cfg.DBURL)).Error(), "grant the user of PROMETHEUS_MEMORY_DB_URL the rights of the database's owner")
 		return false
 	}
-	if stats.Schema != memory.SchemaVersion() {
-		d.problem(area, fmt.Sprintf("%s: schema %d, this binary's is %d", cfg.DBName(), stats.Schema, memory.SchemaVersion()), "run the same version of memory-mcp on every replica")
-		return false
-	}
-	d.ok(area, "%s: PostgreSQL answers, schema %d of %d, %d records", cfg.DBName(), stats.Schema, memory.SchemaVersion(), stats.Records)
+	// Opening brought an older schema up to date, and refused a newer one.
+	d.ok(area, "%s: PostgreSQL answers, schema %d (this build's), %d records", cfg.DBName(), stats.Schema, stats.Records)
 	return true
 }

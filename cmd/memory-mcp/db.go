@@ -216,7 +216,10 @@ func (c Config) dbError(err error) error {
 	if err == nil || c.DBURL == "" {
 		return err
 	}
-	return redact(fmt.Errorf("open the PostgreSQL database %s at %s: %w", dbShown(c.DBURL), dbAddr(c.DBURL), err), dbSecrets(c.DBURL))
+	if addr := dbAddr(c.DBURL); !strings.Contains(err.Error(), addr) {
+		err = fmt.Errorf("PostgreSQL at %s: %w", addr, err)
+	}
+	return redact(err, dbSecrets(c.DBURL))
 }
 
 // sqliteOnly is the error of a command that works on the database file

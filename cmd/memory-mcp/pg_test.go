@@ -328,7 +328,7 @@ func TestScriptsPostgres(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts: %v", err)
 	}
-	for _, name := range []string{"records", "import_refused", "server_memory", "keep_projects", "projects"} {
+	for _, name := range []string{"records", "import_refused", "server_memory", "projects"} {
 		files = append(files, filepath.Join("..", "..", "testdata", "script", name+".txtar"))
 	}
 	p.Files = files
