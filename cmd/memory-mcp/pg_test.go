@@ -80,9 +80,10 @@ type proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]bool
+	mu      sync.Mutex
+	down    bool
+	stalled bool // bytes are held, not passed on: a partition, not a refusal
+	conns   map[net.Conn]bool
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -129,7 +130,21 @@ func (p *proxy) serve() {
 }
 
 func (p *proxy) pipe(dst, src net.Conn) {
-	io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		for p.isStalled() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -167,8 +182,22 @@ func (p *proxy) cut() {
 
 func (p *proxy) restore() {
 	p.mu.Lock()
-	p.down = false
+	p.down, p.stalled = false, false
 	p.mu.Unlock()
+}
+
+// stall holds every byte either way until restore: the database is up but
+// says nothing, as behind a network partition.
+func (p *proxy) stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
+}
+
+func (p *proxy) isStalled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalled
 }
 
 // health is GET /healthz: its status and body.
@@ -286,6 +315,13 @@ func TestTeamServerDatabaseOutage(t *testing.T) {
 			t.Logf("a write sent during the outage was refused: %v", err)
 		}
 	}
+	// A partition: the database says nothing at all. /healthz does not
+	// hang with it, and recovers when it speaks again.
+	px.stall()
+	awaitHealth(t, s, http.StatusServiceUnavailable, 30*time.Second)
+	px.restore()
+	awaitHealth(t, s, http.StatusOK, 60*time.Second)
+
 	// The same session goes on once the database is back.
 	for i := range 10 {
 		if err := write(sess, fmt.Sprint("after-", i)); err != nil {
