@@ -278,6 +278,21 @@ func testTeam(t *testing.T, e env, servers ...*teamServer) {
 
 	if len(servers) > 1 {
 		testReplicas(t, every["bob"])
+		// A session is its replica's: another answers 404 for it, and the
+		// client starts a new one there.
+		req, _ := http.NewRequest("POST", on(1).url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+ann)
+		req.Header.Set("Mcp-Session-Id", as.ID())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("a session on another replica: %d, want 404", resp.StatusCode)
+		}
 	}
 
 	// Missing, wrong and revoked tokens: 401, one body for all.

@@ -315,6 +315,27 @@ func TestTeamServerDatabaseOutage(t *testing.T) {
 			t.Logf("a write sent during the outage was refused: %v", err)
 		}
 	}
+	// A longer outage: past the store's patience, a request is answered
+	// 503 with Retry-After, and nothing reaches a tool.
+	px.cut()
+	awaitHealth(t, s, http.StatusServiceUnavailable, 30*time.Second)
+	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a request while the database is away: %d, Retry-After %q, %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	noPassword(t, "a 503", string(b))
+	px.restore()
+	awaitHealth(t, s, http.StatusOK, 60*time.Second)
+
 	// A partition: the database says nothing at all. /healthz does not
 	// hang with it, and recovers when it speaks again.
 	px.stall()
@@ -408,4 +429,41 @@ func TestStdioPostgres(t *testing.T) {
 	if res := call(t, one, "memory_read", map[string]any{"key": "test-runner"}); !res.IsError {
 		t.Errorf("deleted through one server, read through the other: %s", text(res))
 	}
+}
+
+// A team moves from the SQLite file to PostgreSQL with export and import:
+// every identity's project, workspace and tenant memory comes along, ids
+// and all, and a token made again for the same identity sees it.
+func TestTeamMovesToPostgres(t *testing.T) {
+	e := newEnv(t)
+	s := startTeamServer(t, e, "--rate", "1000")
+	ann := connectTeam(t, s, newToken(t, e, "--tenant", "acme", "--user", "ann", "--profile", "laptop"))
+	ids := map[string]string{}
+	for _, sc := range []string{"project", "workspace", "tenant"} {
+		out := ok(t, ann, "memory_write", map[string]any{"type": "semantic", "scope": sc, "key": "moved-" + sc, "body": "kept at the " + sc + " level"})
+		ids[sc] = out["record"].(map[string]any)["id"].(string)
+	}
+	s.stop(t)
+	export := filepath.Join(t.TempDir(), "all.jsonl")
+	if out, err := e.command("export", "--all-projects", "--out", export).CombinedOutput(); err != nil {
+		t.Fatalf("export: %v\n%s", err, out)
+	}
+
+	p, _ := pgEnv(t)
+	if out, err := p.command("import", "--keep-projects", export).CombinedOutput(); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	ps := startTeamServer(t, p, "--rate", "1000")
+	again := connectTeam(t, ps, newToken(t, p, "--tenant", "acme", "--user", "ann", "--profile", "laptop"))
+	for sc, id := range ids {
+		rec := ok(t, again, "memory_read", map[string]any{"key": "moved-" + sc})["record"].(map[string]any)
+		if rec["id"] != id || rec["scope"] != sc || rec["body"] != "kept at the "+sc+" level" {
+			t.Errorf("%s record on PostgreSQL: %v", sc, rec)
+		}
+	}
+	other := connectTeam(t, ps, newToken(t, p, "--tenant", "acme", "--user", "bob"))
+	if !found(t, other, "kept level", "moved-tenant") || found(t, other, "kept level", "moved-workspace") {
+		t.Error("bob's view of the moved memory is not his tenant's")
+	}
+	ps.stop(t)
 }
