@@ -127,7 +127,7 @@ func runHTTP(ctx context.Context, cfg config, b backend, bin, tmp string, stdout
 	fmt.Fprintf(stdout, "| calls | requests/s | p50 | p99 | max |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(stdout, "| %d | %.0f | %s | %s | %s |\n\n", len(durs), float64(len(durs))/wall.Seconds(),
 		ms(percentile(durs, 50)), ms(percentile(durs, 99)), ms(durs[len(durs)-1]))
-	fmt.Fprintf(stdout, "Each client has its own token and session and calls, in turn, memory_write (a new project fact), memory_read (that key), memory_search and memory_list. %s, %s, %d CPUs.\n",
+	fmt.Fprintf(stdout, "Each client has its own token and session and calls, in turn, memory_write (a new project fact), memory_read (that key), memory_search and memory_list. %s, %s, %d CPUs.\n\n",
 		m.platform, m.cpu, m.cpus)
 	return nil
 }
