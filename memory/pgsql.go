@@ -19,8 +19,10 @@ import (
 //     one-argument aggregates stay);
 //   - INDEXED BY hints go; PostgreSQL's planner picks its own index;
 //   - json_each(x) becomes jsonb_array_elements_text(x::jsonb), named
-//     json_each with one column, value; a rowid compared with its values
-//     compares with them as bigints;
+//     json_each with one column, value; rowid IN (SELECT value FROM
+//     json_each(x)) becomes rowid = ANY of the array as bigints, which the
+//     plan kept for a prepared statement reads by the primary key (a join
+//     with the function's rows scans the table);
 //   - LIMIT -1 becomes LIMIT ALL;
 //   - PRAGMA user_version reads the PostgreSQL migrations' version.
 //
@@ -60,7 +62,7 @@ func pgTranslate(q string) (*pgQuery, error) {
 
 var (
 	pgIndexedBy = regexp.MustCompile(`(?i)\s+INDEXED\s+BY\s+\w+`)
-	pgRowidIn   = regexp.MustCompile(`(?i)\browid\s+IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(`)
+	pgRowidIn   = regexp.MustCompile(`(?i)\b(\w+\.)?rowid\s+IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(([^()]*)\)\s*\)`)
 	pgLimitAll  = regexp.MustCompile(`(?i)\bLIMIT\s+-1\b`)
 	pgRefused   = regexp.MustCompile(`(?i)\b(INSERT\s+OR\s+\w+|UPDATE\s+OR\s+\w+|REPLACE\s+INTO|VACUUM|PRAGMA)\b`)
 	pgWrite     = regexp.MustCompile(`(?i)^\s*(INSERT|UPDATE|DELETE)\b`)
@@ -76,9 +78,7 @@ func translate(q string) (*pgQuery, error) {
 	}
 	s = pgIndexedBy.ReplaceAllString(s, "")
 	s = pgLimitAll.ReplaceAllString(s, "LIMIT ALL")
-	s = pgRowidIn.ReplaceAllStringFunc(s, func(m string) string {
-		return strings.Replace(m, "value", "value::bigint", 1)
-	})
+	s = pgRowidIn.ReplaceAllString(s, "${1}rowid = ANY (CAST(ARRAY(SELECT jsonb_array_elements_text((${2})::jsonb)) AS BIGINT[]))")
 	s, err := rewriteCalls(s)
 	if err != nil {
 		return nil, err

@@ -68,6 +68,31 @@ func redact(target string) string {
 	return u.String()
 }
 
+// What each process keeps in memory, and how it sees other processes'
+// writes. On SQLite other processes are the other servers on the machine;
+// on PostgreSQL they are the other replicas, and nothing changes: every
+// cache below checks the database on each call, with one indexed read, so
+// a write committed by any replica is seen by the next read of every other.
+// Polling per call rather than LISTEN/NOTIFY keeps one code path for both
+// backends and needs no connection held open per replica; the reads are of
+// a primary key's maximum or a one-row table.
+//
+//   - the search index (searchindex.go): max(seq) of changes before each
+//     search, then the rows past the last seq applied;
+//   - the vector index (vecindex.go): the same over embed_changes;
+//   - counts (Count): the generation row, bumped by the records triggers;
+//   - the mirror state (MirrorChangesSince, MirrorVersion): the project's
+//     row in mirror_versions, and the rows whose v is past it;
+//   - saved instructions (Cached): keyed by the max(seq) of the project's
+//     buckets, so text derived before any replica's change is not returned;
+//   - translated statements (pgTranslate): SQL text only, no data;
+//   - uses (touch.go): a process's own reads, counted in memory and written
+//     with its next write or within a second, as on SQLite; until then other
+//     replicas see the count without them.
+//
+// The change sequences work only if a replica that has read seq N never
+// later meets a change below N; the write lock below sees to that.
+
 // The write lock. PostgreSQL lets write transactions run side by side, but
 // the store's change sequences (changes.seq, embed_changes.seq, the mirror
 // versions) are read by other replicas as "everything up to N is here": a

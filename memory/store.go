@@ -28,7 +28,8 @@ import (
 var migrations embed.FS
 
 // Store keeps records in one SQLite database shared by every server process
-// on the machine. It is safe for concurrent use.
+// on the machine, or in one PostgreSQL database shared by the replicas of a
+// team server (see postgres.go). It is safe for concurrent use.
 type Store struct {
 	db   *sql.DB
 	path string // the file, or the URL without its password

@@ -28,6 +28,9 @@ CREATE TABLE records (
 CREATE INDEX records_name ON records (type, key, scope);
 CREATE INDEX records_expiry ON records (expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX records_list ON records (key, type);
+-- A read by key looks in three or four buckets: with the key first, the
+-- plan PostgreSQL keeps for the prepared statement finds them directly.
+CREATE INDEX records_key ON records (key, project);
 CREATE INDEX records_weave ON records (type, confidence DESC, use_count DESC,
 	greatest(updated_at, coalesce(last_accessed_at, 0)) DESC, key);
 CREATE INDEX records_weave_use ON records (type, use_count DESC,

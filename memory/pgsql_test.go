@@ -1,0 +1,57 @@
+package memory
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTranslateForPostgres(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		names    []string
+		write    bool
+	}{
+		{in: `SELECT a FROM t WHERE x = ? AND y = ?`, want: `SELECT a FROM t WHERE x = $1 AND y = $2`},
+		{in: `SELECT a FROM t WHERE x = ?1 OR y = ?1 AND z = ?2`, want: `SELECT a FROM t WHERE x = $1 OR y = $1 AND z = $2`},
+		{in: `SELECT a FROM t WHERE p = @p AND q IN (@w, @p)`, want: `SELECT a FROM t WHERE p = $1 AND q IN ($2, $1)`, names: []string{"p", "w"}},
+		{in: `SELECT '?', 'it''s @x', "@y" FROM t WHERE a = ?`, want: `SELECT '?', 'it''s @x', "@y" FROM t WHERE a = $1`},
+		{in: `SELECT max(a, coalesce(b, 0)), max(c), min(d, e) FROM t`, want: `SELECT greatest(a, coalesce(b, 0)), max(c), least(d, e) FROM t`},
+		{in: `SELECT coalesce((SELECT max(max(a), coalesce(max(b), 0)) FROM t), 0)`, want: `SELECT coalesce((SELECT greatest(max(a), coalesce(max(b), 0)) FROM t), 0)`},
+		{in: `SELECT x FROM records r INDEXED BY records_list WHERE a = 1 LIMIT -1`, want: `SELECT x FROM records r WHERE a = 1 LIMIT ALL`},
+		{in: `SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @tag`, want: `SELECT 1 FROM jsonb_array_elements_text((r.tags)::jsonb) AS json_each(value) WHERE json_each.value = $1`, names: []string{"tag"}},
+		{in: `SELECT r.x FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`, want: `SELECT r.x FROM records r WHERE r.rowid = ANY (CAST(ARRAY(SELECT jsonb_array_elements_text(($1)::jsonb)) AS BIGINT[]))`},
+		{in: `  INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING`, want: `  INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING`, write: true},
+		{in: `DELETE FROM t WHERE a = ? RETURNING b`, want: `DELETE FROM t WHERE a = $1 RETURNING b`, write: true},
+		{in: `PRAGMA user_version`, want: `SELECT coalesce(max(version), 0) FROM schema_migrations`},
+	} {
+		q, err := translate(c.in)
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		if q.sql != c.want || strings.Join(q.names, ",") != strings.Join(c.names, ",") || q.write != c.write {
+			t.Errorf("%s\n got %s %v %v\nwant %s %v %v", c.in, q.sql, q.names, q.write, c.want, c.names, c.write)
+		}
+	}
+	for _, bad := range []string{
+		`INSERT OR IGNORE INTO t VALUES (1)`, `INSERT OR REPLACE INTO t VALUES (1)`, `UPDATE OR IGNORE t SET a = 1`,
+		`REPLACE INTO t VALUES (1)`, `PRAGMA wal_checkpoint(TRUNCATE)`, `VACUUM INTO ?`,
+		`SELECT a FROM t WHERE a = ? AND b = @b`,
+	} {
+		if q, err := translate(bad); err == nil {
+			t.Errorf("%s translated to %s", bad, q.sql)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://ann:s3cret@db:5432/memory?sslmode=require": "postgres://ann:xxxxx@db:5432/memory?sslmode=require",
+		"postgres://ann@db/memory":                             "postgres://ann@db/memory",
+		"postgresql://db/memory?password=s3cret&user=ann":      "postgresql://db/memory?password=xxxxx&user=ann",
+	} {
+		if got := redact(in); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("redact(%s) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package storetest_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/pgtest"
+	"prom.codes/memory-mcp/memory/storetest"
+	"prom.codes/memory-mcp/scope"
+)
+
+// terminate ends every other connection to target's database, as a
+// failover or an administrator would, and reports how many.
+func terminate(t *testing.T, target string) int {
+	t.Helper()
+	u, _ := url.Parse(target)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_backend_pid()`, strings.TrimPrefix(u.Path, "/")).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Connections killed under a store: reads carry on, writes carry on, and
+// every write the store acknowledged is in the database afterwards.
+func TestPostgresConnectionLoss(t *testing.T) {
+	target := pgtest.New(t)
+	s := storetest.Open(t, target, nil)
+	p := memory.Project{ID: scope.IdentityOf("/work/loss")}
+	ctx := context.Background()
+	put := func(key string) error {
+		_, _, err := s.Put(ctx, p, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: key, Body: "survives " + key})
+		return err
+	}
+	if err := put("before"); err != nil {
+		t.Fatal(err)
+	}
+	if n := terminate(t, target); n == 0 {
+		t.Fatal("no connection to terminate")
+	}
+	// A lost connection is not the caller's problem: the next calls work.
+	if _, err := s.Get(ctx, p.ID, memory.Selector{Key: "before"}); err != nil {
+		t.Fatalf("get after the connections were lost: %v", err)
+	}
+	if err := put("after"); err != nil {
+		t.Fatalf("put after the connections were lost: %v", err)
+	}
+
+	// Now while writers and readers are busy.
+	var mu sync.Mutex
+	var acked []string
+	failed := 0
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("w%d-%d", w, i)
+				err := put(key)
+				mu.Lock()
+				if err == nil {
+					acked = append(acked, key)
+				} else {
+					failed++
+					t.Logf("put %s: %v", key, err)
+				}
+				mu.Unlock()
+				if _, err := s.Search(ctx, p.ID, memory.SearchOptions{Query: "survives"}); err != nil {
+					t.Errorf("search: %v", err)
+				}
+			}
+		}()
+	}
+	for range 5 {
+		time.Sleep(60 * time.Millisecond)
+		terminate(t, target)
+	}
+	time.Sleep(60 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if err := put("last"); err != nil {
+		t.Fatalf("put after the losses: %v", err)
+	}
+	t.Logf("%d writes acknowledged, %d failed", len(acked), failed)
+	if len(acked) == 0 {
+		t.Fatal("no write went through")
+	}
+	// A store opened afresh finds every acknowledged write.
+	fresh := storetest.Open(t, target, nil)
+	for _, k := range append(acked, "before", "after", "last") {
+		if r, err := fresh.Get(ctx, p.ID, memory.Selector{Key: k}); err != nil || r.Body != "survives "+k {
+			t.Errorf("acknowledged write %s: %+v, %v", k, r, err)
+		}
+	}
+	if n, err := fresh.Count(ctx, p.ID, memory.Semantic); err != nil || n < len(acked)+3 {
+		t.Errorf("count = %d, %v; want at least %d", n, err, len(acked)+3)
+	}
+}
+
+// The URL's password never shows: not in Path, not in an error.
+func TestPostgresPasswordNeverShown(t *testing.T) {
+	u, err := url.Parse(pgtest.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "hunter2-secret")
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	// The test cluster trusts loopback, so the password is not checked.
+	s := storetest.Open(t, u.String(), nil)
+	if strings.Contains(s.Path(), "hunter2") || !strings.HasPrefix(s.Path(), "postgres://") {
+		t.Errorf("Path() = %s", s.Path())
+	}
+	if s.Backend() != "postgres" {
+		t.Errorf("Backend() = %s", s.Backend())
+	}
+	u.Host = "127.0.0.1:1" // nothing listens there
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = memory.Open(ctx, u.String(), nil)
+	if err == nil {
+		t.Fatal("opened a database nobody serves")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error shows the password: %v", err)
+	}
+	if !memory.IsURL(u.String()) || memory.IsURL("/tmp/memory.db") || !memory.IsURL("postgresql://x/y") {
+		t.Error("IsURL")
+	}
+}
+
+// What only a SQLite file can do says what to use instead.
+func TestPostgresUnsupported(t *testing.T) {
+	s := storetest.Open(t, pgtest.New(t), nil)
+	err := s.Backup(context.Background(), t.TempDir()+"/copy.db")
+	if !errorsIs(err, memory.ErrUnsupported) || !strings.Contains(err.Error(), "pg_dump") {
+		t.Errorf("backup = %v", err)
+	}
+	if _, err := s.RestoreFrom(context.Background(), t.TempDir()+"/x.db", t.TempDir()+"/keep.db", nil); !errorsIs(err, memory.ErrUnsupported) {
+		t.Errorf("restore = %v", err)
+	}
+}
