@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,6 +284,47 @@ func TestTeamServerDatabaseOutage(t *testing.T) {
 			}
 		}
 	}
+
+	// Connections reset under writes in flight, from several sessions at
+	// once: a write is refused only when its commit's fate is unknown, and
+	// one acknowledged is kept.
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	var refused atomic.Int64
+	for w := range 4 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			sess, err := dialTeam(context.Background(), s, tok)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer sess.Close()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := write(sess, fmt.Sprintf("inflight-%d-%d", w, i)); err != nil {
+					// Only a commit whose fate is unknown may fail: all
+					// else is retried on a new connection.
+					refused.Add(1)
+					if !strings.Contains(err.Error(), "may or may not have been saved") {
+						t.Errorf("a write refused for a reset connection: %v", err)
+					}
+				}
+			}
+		}()
+	}
+	for range 5 {
+		time.Sleep(150 * time.Millisecond)
+		px.drop()
+	}
+	close(stop)
+	writers.Wait()
+	t.Logf("writes refused while connections were reset under them: %d", refused.Load())
 
 	// An outage: the database unreachable for a while.
 	px.cut()
