@@ -71,7 +71,7 @@ var (
 func translate(q string) (*pgQuery, error) {
 	s := q
 	if strings.TrimSpace(s) == "PRAGMA user_version" {
-		s = `SELECT coalesce(max(version), 0) FROM schema_migrations`
+		s = `SELECT coalesce(max(version), 0) FROM memory_migrations`
 	}
 	if m := pgRefused.FindString(s); m != "" {
 		return nil, fmt.Errorf("%s has no PostgreSQL translation", m)

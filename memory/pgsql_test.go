@@ -22,7 +22,7 @@ func TestTranslateForPostgres(t *testing.T) {
 		{in: `SELECT r.x FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`, want: `SELECT r.x FROM records r WHERE r.rowid = ANY (CAST(ARRAY(SELECT jsonb_array_elements_text(($1)::jsonb)) AS BIGINT[]))`},
 		{in: `  INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING`, want: `  INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING`, write: true},
 		{in: `DELETE FROM t WHERE a = ? RETURNING b`, want: `DELETE FROM t WHERE a = $1 RETURNING b`, write: true},
-		{in: `PRAGMA user_version`, want: `SELECT coalesce(max(version), 0) FROM schema_migrations`},
+		{in: `PRAGMA user_version`, want: `SELECT coalesce(max(version), 0) FROM memory_migrations`},
 	} {
 		q, err := translate(c.in)
 		if err != nil {

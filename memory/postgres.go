@@ -136,7 +136,9 @@ func pgMigrationNames() ([]string, error) {
 
 // migratePostgres applies the pending migrations, each in a transaction
 // with its version, under a session advisory lock, so replicas starting
-// together migrate once: the others wait, then find nothing to do.
+// together migrate once: the others wait, then find nothing to do. The
+// versions applied are rows of memory_migrations (a name of its own, so
+// as not to meet another tool's schema_migrations in a shared database).
 func (s *Store) migratePostgres(ctx context.Context) error {
 	names, err := pgMigrationNames()
 	if err != nil {
@@ -153,11 +155,11 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		defer c.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(pgMigrateLock))
-		if _, err := c.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		if _, err := c.Exec(ctx, `CREATE TABLE IF NOT EXISTS memory_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		var v int
-		if err := c.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		if err := c.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM memory_migrations`).Scan(&v); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		if v > len(names) {
@@ -176,7 +178,7 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 				tx.Rollback(ctx)
 				return fmt.Errorf("migration postgres/%s: %w", names[v][strings.LastIndexByte(names[v], '/')+1:], err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, v+1, s.now().UnixNano()); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO memory_migrations (version, applied_at) VALUES ($1, $2)`, v+1, s.now().UnixNano()); err != nil {
 				tx.Rollback(ctx)
 				return fmt.Errorf("migrate: %w", err)
 			}
@@ -207,11 +209,11 @@ func (c *pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 			return &pgConn{inner: dc.(*stdlib.Conn)}, nil
 		}
 		if !connLost(err) || time.Now().Add(wait).After(deadline) {
-			return nil, fmt.Errorf("connect to %s: %w", c.name, scrub(err))
+			return nil, pgConnectError(c.name, err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to %s: %w", c.name, scrub(err))
+			return nil, pgConnectError(c.name, err)
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
@@ -219,6 +221,27 @@ func (c *pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 }
 
 func (c *pgConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+// pgConnectError is err, met connecting to the database name, with what to
+// do about it where the cause is a common one.
+func pgConnectError(name string, err error) error {
+	err = scrub(err)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "28P01", "28000":
+			return &advised{err: fmt.Errorf("connect to %s: %w", name, err), advice: "check the user and password in the URL (or in ~/.pgpass)"}
+		case "3D000":
+			return &advised{err: fmt.Errorf("connect to %s: %w", name, err), advice: "create the database first (createdb, or CREATE DATABASE)"}
+		case "42501":
+			return &advised{err: fmt.Errorf("connect to %s: %w", name, err), advice: "grant the user CONNECT on the database"}
+		}
+	}
+	if connLost(err) {
+		return &advised{err: fmt.Errorf("connect to %s: %w", name, err), advice: "the PostgreSQL server did not answer; check that it runs and that the host and port in the URL are right"}
+	}
+	return fmt.Errorf("connect to %s: %w", name, err)
+}
 
 // scrub drops what a connection error may say of the URL: pgx's message
 // names the host and user, never the password, but says so in a form that

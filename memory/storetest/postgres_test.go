@@ -163,3 +163,16 @@ func TestPostgresUnsupported(t *testing.T) {
 		t.Errorf("restore = %v", err)
 	}
 }
+
+// A database that does not exist says how to make one.
+func TestPostgresMissingDatabase(t *testing.T) {
+	u, err := url.Parse(pgtest.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/no_such_memory_db"
+	_, err = memory.Open(context.Background(), u.String(), nil)
+	if err == nil || !strings.Contains(err.Error(), "create the database first") {
+		t.Fatalf("open of a missing database = %v", err)
+	}
+}

@@ -1,0 +1,172 @@
+package memory
+
+import (
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"prom.codes/memory-mcp/memory/pgtest"
+)
+
+// The search index of every replica catches up from the changes table by
+// reading the rows past the last seq it applied. That is only sound if no
+// change commits with a seq below one already visible: a poller that has
+// seen seq N must never later find a row below N it did not see. Writers
+// in several stores race here while a poller catches up the way the index
+// does; every row left at the end at or below what the poller reached must
+// have been seen by it.
+func TestPostgresChangesCommitInOrder(t *testing.T) {
+	target := pgtest.New(t)
+	open := func() *Store {
+		s, err := Open(ctx, target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	poller := open()
+	seen := map[int64]bool{}
+	var last int64
+	catchUp := func() {
+		rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq > ? ORDER BY seq`, last)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var seq int64
+			if err := rows.Scan(&seq); err != nil {
+				t.Error(err)
+				return
+			}
+			seen[seq] = true
+			last = max(last, seq)
+		}
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for w := range 4 {
+		s := open()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				// Every writer also changes a record all share, so that
+				// rows are replaced under new seqs as well as added.
+				for _, key := range []string{fmt.Sprintf("w%d-%d", w, i), "shared"} {
+					if _, _, err := s.Put(ctx, projA, Write{Type: Semantic, Key: key, Body: fmt.Sprintf("body %d %d", w, i)}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	for polling := true; polling; {
+		select {
+		case <-done:
+			polling = false
+		default:
+		}
+		catchUp()
+	}
+	rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq <= ?`, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if !seen[seq] {
+			t.Errorf("change %d committed after the poller had read past it (at %d)", seq, last)
+		}
+	}
+	if n < 100 {
+		t.Fatalf("only %d changes", n)
+	}
+}
+
+// Two write transactions of two stores: the second waits for the first's
+// commit before it runs a statement, so the seq it takes is given after
+// the first's are visible.
+func TestPostgresWritersTakeTurns(t *testing.T) {
+	target := pgtest.New(t)
+	a, err := Open(ctx, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	put(t, a, projA, Write{Type: Semantic, Key: "x", Body: "x0"})
+	put(t, a, projA, Write{Type: Semantic, Key: "y", Body: "y0"})
+
+	tx1, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback()
+	if _, err := tx1.ExecContext(ctx, `UPDATE records SET body = 'x1' WHERE key = 'x'`); err != nil {
+		t.Fatal(err)
+	}
+	var pid1 int
+	if err := tx1.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- b.tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE records SET body = 'y1' WHERE key = 'y'`)
+			return err
+		})
+	}()
+	// Wait until the second writer waits for the advisory lock held by
+	// the first.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var waiting bool
+		if err := a.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory'
+			AND h.objid = w.objid AND h.classid = w.classid AND h.granted WHERE w.locktype = 'advisory' AND NOT w.granted AND h.pid = ?)`, pid1).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the second writer committed (%v) while the first was open", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second writer never waited for the first")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx1.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var sx, sy int64
+	if err := a.db.QueryRowContext(ctx, `SELECT (SELECT c.seq FROM changes c JOIN records r ON r.rowid = c.rid WHERE r.key = 'x'),
+		(SELECT c.seq FROM changes c JOIN records r ON r.rowid = c.rid WHERE r.key = 'y')`).Scan(&sx, &sy); err != nil {
+		t.Fatal(err)
+	}
+	if sx >= sy {
+		t.Fatalf("seq of the first commit %d, of the second %d", sx, sy)
+	}
+}
