@@ -120,12 +120,13 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redact takes every one of secrets out of err's text.
+// redact takes every one of secrets out of err's text, and puts it on one
+// line (the driver tells of each address it tried on a line of its own).
 func redact(err error, secrets []string) error {
 	if err == nil {
 		return nil
 	}
-	msg := err.Error()
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
 	for _, s := range secrets {
 		msg = strings.ReplaceAll(msg, s, "xxxxx")
 	}

@@ -107,6 +107,9 @@ func TestDBURLShown(t *testing.T) {
 	if !errors.Is(err, base) {
 		t.Error("redacting lost the error it wraps")
 	}
+	if err := redact(errors.New("host a: refused\nhost b: refused"), nil); err.Error() != "host a: refused; host b: refused" {
+		t.Errorf("not on one line: %q", err)
+	}
 	// A password with a bare slash does not parse: it is hidden still.
 	if err := redact(errors.New("x top/secret"), dbSecrets("postgres://u:top/secret@h/db")); strings.Contains(err.Error(), "secret") {
 		t.Errorf("an unparsable URL's password is kept: %v", err)
