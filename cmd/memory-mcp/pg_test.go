@@ -443,6 +443,12 @@ func TestScriptsPostgres(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		// The same database with its password in the query.
+		q := *u
+		v := q.Query()
+		v.Set("password", testPassword)
+		q.RawQuery = v.Encode()
+		e.Setenv("DB_URL_QUERY_PASSWORD", q.String())
 		u.User = url.UserPassword(u.User.Username(), testPassword)
 		e.Setenv("PROMETHEUS_MEMORY_DB_URL", u.String())
 		e.Setenv("DB_PASSWORD", testPassword)
