@@ -3,6 +3,7 @@ package memory
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,5 +169,45 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 	}
 	if sx >= sy {
 		t.Fatalf("seq of the first commit %d, of the second %d", sx, sy)
+	}
+}
+
+// Every table and column of the SQLite schema is in the PostgreSQL one: a
+// new SQLite migration needs its PostgreSQL twin in migrations/postgres.
+func TestPostgresSchemaMatchesSQLite(t *testing.T) {
+	lite, _ := mustOpen(t)
+	pg, err := Open(ctx, pgtest.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	columns := func(s *Store, q string) map[string]bool {
+		rows, err := s.db.QueryContext(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]bool{}
+		for rows.Next() {
+			var table, col string
+			if err := rows.Scan(&table, &col); err != nil {
+				t.Fatal(err)
+			}
+			out[table+"."+col] = true
+		}
+		return out
+	}
+	want := columns(lite, `SELECT m.name, p.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
+		WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`)
+	got := columns(pg, `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()`)
+	for c := range want {
+		if !got[c] {
+			t.Errorf("PostgreSQL schema lacks %s", c)
+		}
+	}
+	for c := range got {
+		if !want[c] && !strings.HasPrefix(c, "memory_migrations.") && c != "statement_sessions.rowid" && c != "records.rowid" {
+			t.Errorf("PostgreSQL schema has %s, which SQLite does not", c)
+		}
 	}
 }

@@ -1,4 +1,7 @@
-// Package memory holds the record model and the SQLite store that keeps it.
+// Package memory holds the record model and the store that keeps it: an
+// embedded SQLite file by default, or a PostgreSQL database that the
+// replicas of a team server share (one SQL layer over both: see
+// postgres.go and pgsql.go).
 //
 // Every write goes through Store.Put (and Store.Update, Store.Delete, which
 // share its checks): keys are normalised and validated, every field is scanned
@@ -7,7 +10,8 @@
 //
 // It imports scope, secrets and its pure engines memory/index (keywords) and
 // memory/vector (vectors), and nothing else of this module; the embeddings
-// endpoint reaches it through the Embedder interface.
+// endpoint reaches it through the Embedder interface. Its drivers are
+// mattn/go-sqlite3 and pgx (through database/sql).
 package memory
 
 import (
