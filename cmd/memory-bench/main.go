@@ -21,7 +21,8 @@
 // sets them side by side (see backends.go).
 //
 // It imports memory, mirror and scope to seed the database quickly, corpus
-// for the text of the records and queries, and the MCP SDK's client.
+// for the text of the records and queries, the MCP SDK's client, and pgx to
+// make and drop the database of a PostgreSQL run.
 package main
 
 import (
