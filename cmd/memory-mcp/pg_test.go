@@ -483,6 +483,7 @@ func TestStdioPostgres(t *testing.T) {
 // every identity's project, workspace and tenant memory comes along, ids
 // and all, and a token made again for the same identity sees it.
 func TestTeamMovesToPostgres(t *testing.T) {
+	p, _ := pgEnv(t)
 	e := newEnv(t)
 	s := startTeamServer(t, e, "--rate", "1000")
 	ann := connectTeam(t, s, newToken(t, e, "--tenant", "acme", "--user", "ann", "--profile", "laptop"))
@@ -497,7 +498,6 @@ func TestTeamMovesToPostgres(t *testing.T) {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
 
-	p, _ := pgEnv(t)
 	if out, err := p.command("import", "--keep-projects", export).CombinedOutput(); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
