@@ -515,3 +515,70 @@ func TestTeamMovesToPostgres(t *testing.T) {
 	}
 	ps.stop(t)
 }
+
+// One replica loses the database while the other keeps it: the load
+// balancer's /healthz tells them apart, the other goes on taking writes,
+// and once the first is back it reads and finds them all at once, as it
+// does the writes made after.
+func TestReplicaPartitioned(t *testing.T) {
+	e, direct := pgEnv(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, u.Host)
+	u.Host = px.addr()
+	cut := e
+	cut.extra = []string{"PROMETHEUS_MEMORY_DB_URL=" + u.String()}
+	tok := newToken(t, e, "--tenant", "acme", "--user", "ann")
+	a := startTeamServer(t, cut, "--rate", "1000") // through the proxy
+	b := startTeamServer(t, e, "--rate", "1000")
+	as, bs := connectTeam(t, a, tok), connectTeam(t, b, tok)
+	put := func(cs *mcp.ClientSession, key, body string) {
+		t.Helper()
+		ok(t, cs, "memory_write", map[string]any{"type": "semantic", "scope": "tenant", "key": key, "body": body})
+	}
+	put(as, "before-cut", "written through the replica about to lose its database")
+	if !found(t, bs, "about lose", "before-cut") {
+		t.Fatal("the other replica does not find the first write")
+	}
+
+	px.cut()
+	awaitHealth(t, a, http.StatusServiceUnavailable, 30*time.Second)
+	if code, body := health(t, b); code != http.StatusOK {
+		t.Errorf("the replica that keeps its database: /healthz %d %s", code, body)
+	}
+	words := []string{"narwhal", "ocelot", "pangolin", "quetzal", "raccoon"}
+	for _, w := range words {
+		put(bs, "while-cut-"+w, "the "+w+" arrived while the other replica was cut off")
+	}
+	ok(t, bs, "memory_update", map[string]any{"key": "before-cut", "type": "semantic", "scope": "tenant", "body": "rewritten while the first replica was away"})
+
+	px.restore()
+	awaitHealth(t, a, http.StatusOK, 60*time.Second)
+	for _, w := range words {
+		if !found(t, as, w, "while-cut-"+w) {
+			t.Errorf("back from the cut, the replica does not find %s", w)
+		}
+		if got := bodyOf(t, as, "while-cut-"+w); !strings.Contains(got, w) {
+			t.Errorf("back from the cut, the replica reads %q", got)
+		}
+	}
+	if got := bodyOf(t, as, "before-cut"); got != "rewritten while the first replica was away" {
+		t.Errorf("back from the cut, the replica reads the old body: %q", got)
+	}
+	if found(t, as, "about lose", "before-cut") {
+		t.Error("back from the cut, the replica searches the old body")
+	}
+	// And it goes on seeing the other's writes at once.
+	put(bs, "after-cut", "a yak came after the cut")
+	if !found(t, as, "yak", "after-cut") {
+		t.Error("after the cut, the replica does not find the other's new write")
+	}
+	put(as, "from-a", "a zebu wrote through the first replica")
+	if !found(t, bs, "zebu", "from-a") {
+		t.Error("the other replica does not find the first one's write after the cut")
+	}
+	a.stop(t)
+	b.stop(t)
+}
