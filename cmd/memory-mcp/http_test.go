@@ -278,6 +278,15 @@ func testTeam(t *testing.T, e env, servers ...*teamServer) {
 
 	if len(servers) > 1 {
 		testReplicas(t, every["bob"])
+		// A new session's instructions on one replica index what was
+		// just written through another.
+		for i := range servers {
+			key := fmt.Sprintf("fresh-index-%d", i)
+			write(every["bob"][i], "tenant", key, "indexed for new sessions everywhere")
+			if ins := connectTeam(t, on(i+1), ann).InitializeResult().Instructions; !strings.Contains(ins, key) {
+				t.Errorf("a new session's instructions on another replica lack %s:\n%s", key, ins)
+			}
+		}
 		// A session is its replica's: another answers 404 for it, and the
 		// client starts a new one there.
 		req, _ := http.NewRequest("POST", on(1).url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
