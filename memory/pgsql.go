@@ -42,21 +42,33 @@ type pgQuery struct {
 	write bool
 }
 
-var pgQueries sync.Map // SQLite text → *pgQuery or error
+// pgQueries caches translations. A few statements are built with values
+// in their text (the rowids of a semantic search), so the cache starts
+// over when it grows past pgQueriesMax rather than grow without end.
+var pgQueries struct {
+	sync.RWMutex
+	m map[string]*pgQuery
+}
+
+const pgQueriesMax = 4096
 
 func pgTranslate(q string) (*pgQuery, error) {
-	if v, ok := pgQueries.Load(q); ok {
-		if err, ok := v.(error); ok {
-			return nil, err
-		}
-		return v.(*pgQuery), nil
+	pgQueries.RLock()
+	t, ok := pgQueries.m[q]
+	pgQueries.RUnlock()
+	if ok {
+		return t, nil
 	}
 	t, err := translate(q)
 	if err != nil {
-		pgQueries.Store(q, err)
 		return nil, err
 	}
-	pgQueries.Store(q, t)
+	pgQueries.Lock()
+	if pgQueries.m == nil || len(pgQueries.m) >= pgQueriesMax {
+		pgQueries.m = map[string]*pgQuery{}
+	}
+	pgQueries.m[q] = t
+	pgQueries.Unlock()
 	return t, nil
 }
 

@@ -55,3 +55,18 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+func TestTranslationCacheIsBounded(t *testing.T) {
+	for i := range pgQueriesMax + 10 {
+		q := `SELECT x FROM records r WHERE r.rowid IN (` + strings.Repeat("1,", i%50) + `0) AND r.key = ?` + strings.Repeat(" ", i/50)
+		if _, err := pgTranslate(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pgQueries.RLock()
+	n := len(pgQueries.m)
+	pgQueries.RUnlock()
+	if n > pgQueriesMax {
+		t.Fatalf("%d cached translations", n)
+	}
+}

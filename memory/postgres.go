@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -206,7 +207,7 @@ func (c *pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	for {
 		dc, err := c.inner.Connect(ctx)
 		if err == nil {
-			return &pgConn{inner: dc.(*stdlib.Conn)}, nil
+			return &pgConn{connector: c, inner: dc.(*stdlib.Conn)}, nil
 		}
 		if !connLost(err) || time.Now().Add(wait).After(deadline) {
 			return nil, pgConnectError(c.name, err)
@@ -309,8 +310,59 @@ func (e *commitUnknown) Unwrap() error { return e.err }
 // pgConn is one connection of pgx's driver that takes the store's SQLite
 // statements (see pgTranslate) and its write lock.
 type pgConn struct {
-	inner *stdlib.Conn
-	inTx  bool
+	connector *pgConnector
+	inner     *stdlib.Conn
+	inTx      bool
+}
+
+// pgRetries is how many times a statement that is safe to run again (a
+// read, a write that never reached its commit, a BEGIN) is retried on a
+// new connection, after 25, 50, 100 and 200 ms, when the connection is
+// lost. database/sql then tries other connections of its pool, and a
+// new one, which the connector dials with its own backoff.
+const pgRetries = 4
+
+// reconnect replaces c's lost connection with a new one, after a backoff
+// that grows with attempt.
+func (c *pgConn) reconnect(ctx context.Context, attempt int) error {
+	c.inner.Close()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(25<<attempt) * time.Millisecond):
+	}
+	dc, err := c.connector.inner.Connect(ctx)
+	if err != nil {
+		return err
+	}
+	c.inner = dc.(*stdlib.Conn)
+	return nil
+}
+
+// retry runs op until it succeeds, fails otherwise than by losing the
+// connection, or has been retried pgRetries times; op must be safe to run
+// again after a lost connection. It returns driver.ErrBadConn when the
+// connection stays lost, so database/sql carries on with another.
+func (c *pgConn) retry(ctx context.Context, op func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := op()
+		if err == nil || c.inTx || !connLost(err) {
+			return err
+		}
+		var cu *commitUnknown
+		if errors.As(err, &cu) {
+			return err
+		}
+		if attempt == pgRetries {
+			return driver.ErrBadConn
+		}
+		if err := c.reconnect(ctx, attempt); err != nil {
+			if connLost(err) {
+				return driver.ErrBadConn
+			}
+			return err
+		}
+	}
 }
 
 var (
@@ -345,41 +397,47 @@ func (c *pgConn) Begin() (driver.Tx, error) {
 
 // BeginTx begins a transaction. A read-only one reads one snapshot
 // (REPEATABLE READ), as a SQLite read transaction does; any other takes
-// the write lock before its first statement, so that every statement of
-// it sees every write committed before, as SQLite's immediate
-// transactions do.
+// the write lock in the same round trip as BEGIN, before its first
+// statement, so that every statement of it sees every write committed
+// before, as SQLite's immediate transactions do.
 func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if opts.ReadOnly && opts.Isolation == driver.IsolationLevel(sql.LevelDefault) {
-		opts.Isolation = driver.IsolationLevel(sql.LevelRepeatableRead)
+	var tx driver.Tx
+	err := c.retry(ctx, func() (err error) {
+		tx, err = c.begin(ctx, opts)
+		return err
+	})
+	return tx, err
+}
+
+func (c *pgConn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	pc := c.inner.Conn()
+	if pc.IsClosed() {
+		return nil, driver.ErrBadConn
 	}
-	tx, err := c.inner.BeginTx(ctx, opts)
+	to := pgx.TxOptions{BeginQuery: "BEGIN; SELECT pg_advisory_xact_lock(" + strconv.Itoa(pgWriteLock) + ")"}
+	if opts.ReadOnly {
+		to = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	}
+	tx, err := pc.BeginTx(ctx, to)
 	if err != nil {
 		if connLost(err) {
 			return nil, driver.ErrBadConn
 		}
-		return nil, err
-	}
-	if !opts.ReadOnly {
-		if _, err := c.inner.ExecContext(ctx, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(pgWriteLock)+`)`, nil); err != nil {
-			tx.Rollback()
-			if connLost(err) {
-				return nil, driver.ErrBadConn
-			}
-			return nil, fmt.Errorf("take the write lock: %w", err)
-		}
+		return nil, fmt.Errorf("begin: %w", err)
 	}
 	c.inTx = true
-	return &pgTx{c: c, tx: tx}, nil
+	return &pgTx{c: c, tx: tx, ctx: ctx}, nil
 }
 
 type pgTx struct {
-	c  *pgConn
-	tx driver.Tx
+	c   *pgConn
+	tx  pgx.Tx
+	ctx context.Context
 }
 
 func (t *pgTx) Commit() error {
 	t.c.inTx = false
-	if err := t.tx.Commit(); err != nil {
+	if err := t.tx.Commit(t.ctx); err != nil {
 		if connLost(err) {
 			return &commitUnknown{err: err}
 		}
@@ -390,7 +448,7 @@ func (t *pgTx) Commit() error {
 
 func (t *pgTx) Rollback() error {
 	t.c.inTx = false
-	return t.tx.Rollback()
+	return t.tx.Rollback(t.ctx)
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -406,32 +464,39 @@ func (c *pgConn) exec(ctx context.Context, q *pgQuery, args []driver.NamedValue)
 	if err != nil {
 		return nil, err
 	}
-	if q.write && !c.inTx {
-		// A write on its own: in a transaction of its own, under the
-		// write lock. database/sql retries it on another connection
-		// (driver.ErrBadConn) only when the commit was never sent.
-		tx, err := c.BeginTx(ctx, driver.TxOptions{})
-		if err != nil {
-			return nil, err
+	if c.inTx {
+		return c.inner.ExecContext(ctx, q.sql, args)
+	}
+	var res driver.Result
+	err = c.retry(ctx, func() (err error) {
+		if q.write {
+			res, err = c.writeOnce(ctx, q, args)
+		} else {
+			res, err = c.inner.ExecContext(ctx, q.sql, args)
 		}
-		res, err := c.inner.ExecContext(ctx, q.sql, args)
-		if err != nil {
-			tx.Rollback()
-			if connLost(err) {
-				return nil, driver.ErrBadConn
-			}
-			return nil, err
-		}
-		if err := tx.Commit(); err != nil {
-			return nil, err
-		}
-		return res, nil
+		return err
+	})
+	return res, err
+}
+
+// writeOnce runs a write on its own in a transaction of its own, under
+// the write lock. A lost connection before the commit is sent leaves
+// nothing done, so it may be run again; a commit whose answer is lost is
+// commitUnknown, never run again.
+func (c *pgConn) writeOnce(ctx context.Context, q *pgQuery, args []driver.NamedValue) (driver.Result, error) {
+	tx, err := c.begin(ctx, driver.TxOptions{})
+	if err != nil {
+		return nil, err
 	}
 	res, err := c.inner.ExecContext(ctx, q.sql, args)
-	if err != nil && !c.inTx && !q.write && connLost(err) {
-		return nil, driver.ErrBadConn
+	if err != nil {
+		tx.Rollback()
+		return nil, err
 	}
-	return res, err
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -447,15 +512,67 @@ func (c *pgConn) query(ctx context.Context, q *pgQuery, args []driver.NamedValue
 	if err != nil {
 		return nil, err
 	}
-	if q.write && !c.inTx {
+	if c.inTx {
+		return c.inner.QueryContext(ctx, q.sql, args)
+	}
+	if q.write {
 		return nil, fmt.Errorf("a statement that writes and returns rows must run in a transaction")
 	}
-	rows, err := c.inner.QueryContext(ctx, q.sql, args)
-	if err != nil && !c.inTx && connLost(err) {
-		// A read: safe to run again on another connection.
-		return nil, driver.ErrBadConn
+	// A read on its own: safe to run again on a new connection. Its rows
+	// are read here, so that a connection lost halfway through them is
+	// retried too.
+	var rows *bufferedRows
+	err = c.retry(ctx, func() (err error) {
+		rows, err = c.readAll(ctx, q, args)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return rows, err
+	return rows, nil
+}
+
+func (c *pgConn) readAll(ctx context.Context, q *pgQuery, args []driver.NamedValue) (*bufferedRows, error) {
+	rows, err := c.inner.QueryContext(ctx, q.sql, args)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	b := &bufferedRows{cols: rows.Columns()}
+	for {
+		row := make([]driver.Value, len(b.cols))
+		err := rows.Next(row)
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range row {
+			if bs, ok := v.([]byte); ok {
+				row[i] = bytes.Clone(bs)
+			}
+		}
+		b.rows = append(b.rows, row)
+	}
+}
+
+// bufferedRows are the rows of a read, read in full.
+type bufferedRows struct {
+	cols []string
+	rows [][]driver.Value
+}
+
+func (b *bufferedRows) Columns() []string { return b.cols }
+func (b *bufferedRows) Close() error      { b.rows = nil; return nil }
+
+func (b *bufferedRows) Next(dest []driver.Value) error {
+	if len(b.rows) == 0 {
+		return io.EOF
+	}
+	copy(dest, b.rows[0])
+	b.rows = b.rows[1:]
+	return nil
 }
 
 func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
