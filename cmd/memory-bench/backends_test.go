@@ -20,6 +20,7 @@ func TestBackendsFlag(t *testing.T) {
 		{"-backends", "postgres", "-db", "/tmp/x.db"},
 		{"-backends", "mysql"},
 		{"-backends", "sqlite,sqlite"},
+		{"-compare", "-backends", "sqlite,postgres", "-db", "postgres://u@h/d"},
 	} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)

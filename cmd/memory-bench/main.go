@@ -37,6 +37,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,6 +154,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("want -procs >= 0 and -per-proc >= 1")
 	case len(c.peers) > 0 && !c.compare:
 		return c, fmt.Errorf("-peer needs -compare")
+	case (c.compare || c.eval || len(c.vectors) > 0) && !slices.Equal(c.backends, []string{"sqlite"}):
+		return c, fmt.Errorf("-backends goes with the stdio and -http measurements, not -compare, -eval or -vectors")
 	}
 	return c, nil
 }
