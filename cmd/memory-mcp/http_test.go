@@ -495,6 +495,21 @@ func testReplicas(t *testing.T, sessions []*mcp.ClientSession) {
 			t.Errorf("a replica lists %d records tagged zoo, want %d", n, len(words)/2)
 		}
 	}
+	// A session captured through one replica, confirmed through another:
+	// the statement confirmed in two sessions becomes a fact everywhere.
+	for i, s := range sessions {
+		ok(t, s, "memory_capture", map[string]any{"session_id": fmt.Sprint("replica-session-", i), "outcome": "done",
+			"statements": []string{"the staging cluster runs in eu-west"}})
+	}
+	for _, s := range sessions {
+		eps := ok(t, s, "memory_list", map[string]any{"type": "episodic"})["records"].([]any)
+		if len(eps) < len(sessions) {
+			t.Errorf("a replica lists %d episodes, want %d", len(eps), len(sessions))
+		}
+		if len(ok(t, s, "memory_search", map[string]any{"query": "staging cluster eu-west", "type": "semantic"})["results"].([]any)) == 0 {
+			t.Error("the statement confirmed through two replicas is not a fact on this one")
+		}
+	}
 }
 
 // found reports whether searching for query finds key.
