@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -581,4 +582,50 @@ func TestReplicaPartitioned(t *testing.T) {
 	}
 	a.stop(t)
 	b.stop(t)
+}
+
+// Embeddings on PostgreSQL: two servers share the queue, each record is
+// sent once, and both search by meaning; the embed command sees the same.
+func TestEmbeddingsPostgres(t *testing.T) {
+	e, _ := pgEnv(t)
+	srv := standIn(t)
+	e = withEmbeddings(e, srv, "toy")
+	a, _ := connectLogged(t, e)
+	b, _ := connectLogged(t, e)
+	writeFact(t, a, "shipping-howto", "To ship a release, tag it and run the pipeline.", 0.1)
+	writeFact(t, b, "pets", "The kitten sleeps on the sofa.", 0.9)
+	writeFact(t, a, "lunch", "Bananas and apples are in the kitchen.", 0.9)
+	for _, cs := range []*mcp.ClientSession{a, b} {
+		eventually(t, "the shipping fact found by meaning", func() bool {
+			r := searchFor(t, cs, map[string]any{"query": deployQuery, "mode": "semantic"})
+			return len(r.Results) > 0 && r.Results[0].Key == "shipping-howto" && r.Note == ""
+		})
+	}
+	sent := map[string]int{}
+	for _, in := range srv.Inputs() {
+		for _, body := range []string{"tag it and run the pipeline", "kitten sleeps", "Bananas and apples"} {
+			if strings.Contains(in, body) {
+				sent[body]++
+			}
+		}
+	}
+	for body, n := range sent {
+		if n != 1 {
+			t.Errorf("%q sent %d times", body, n)
+		}
+	}
+	if len(sent) != 3 {
+		t.Errorf("sent %v, want the three bodies once each", sent)
+	}
+	out, err := e.command("embed", "--json").Output()
+	if err != nil {
+		t.Fatalf("embed: %v", err)
+	}
+	var res embedOut
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Embedded != 0 || res.Status.Vectors != 3 || res.Status.Pending != 0 {
+		t.Errorf("embed on PostgreSQL: %+v", res)
+	}
 }
