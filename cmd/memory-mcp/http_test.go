@@ -39,13 +39,22 @@ type teamServer struct {
 
 func startTeamServer(t *testing.T, e env, args ...string) *teamServer {
 	t.Helper()
-	cmd := e.command(append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
-	pipe, err := cmd.StderrPipe()
+	s, err := launchTeamServer(t, e, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// launchTeamServer is startTeamServer without failing t, for goroutines.
+func launchTeamServer(t *testing.T, e env, args ...string) (*teamServer, error) {
+	cmd := e.command(append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s := &teamServer{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	found := make(chan string, 1)
@@ -67,7 +76,7 @@ func startTeamServer(t *testing.T, e env, args ...string) *teamServer {
 	case s.url = <-found:
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("server did not start:\n%s", s.stderr)
+		return nil, fmt.Errorf("server did not start:\n%s", s.stderr)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
@@ -75,7 +84,7 @@ func startTeamServer(t *testing.T, e env, args ...string) *teamServer {
 			t.Logf("server stderr:\n%s", s.stderr)
 		}
 	})
-	return s
+	return s, nil
 }
 
 // stop sends SIGTERM and requires a clean exit.

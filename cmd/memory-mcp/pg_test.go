@@ -629,3 +629,41 @@ func TestEmbeddingsPostgres(t *testing.T) {
 		t.Errorf("embed on PostgreSQL: %+v", res)
 	}
 }
+
+// Replicas started together on an empty database: one makes the schema,
+// the others wait for it, and all of them serve.
+func TestReplicasStartTogether(t *testing.T) {
+	e, _ := pgEnv(t)
+	const n = 4
+	servers := make([]*teamServer, n)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := launchTeamServer(t, e, "--rate", "1000")
+			if err != nil {
+				t.Errorf("replica %d: %v", i, err)
+			}
+			servers[i] = s
+		}()
+	}
+	wg.Wait()
+	for i, s := range servers {
+		if s == nil {
+			t.Fatalf("replica %d did not start", i)
+		}
+	}
+	tok := newToken(t, e, "--tenant", "acme", "--user", "ann")
+	for i, s := range servers {
+		cs := connectTeam(t, s, tok)
+		ok(t, cs, "memory_write", map[string]any{"type": "semantic", "scope": "tenant", "key": fmt.Sprint("from-", i), "body": "written at start"})
+	}
+	cs := connectTeam(t, servers[0], tok)
+	if got := len(ok(t, cs, "memory_list", nil)["records"].([]any)); got != n {
+		t.Errorf("%d records, want %d", got, n)
+	}
+	for _, s := range servers {
+		s.stop(t)
+	}
+}
