@@ -159,6 +159,12 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	testTeam(t, e, startTeamServer(t, e, "--rate", "1000"))
 }
 
+// Two servers on one SQLite file, as two replicas on one machine.
+func TestTeamServerTwoReplicasSQLite(t *testing.T) {
+	e := newEnv(t)
+	testTeam(t, e, startTeamServer(t, e, "--rate", "1000"), startTeamServer(t, e, "--rate", "1000"))
+}
+
 // testTeam drives a team server end to end: the isolation matrix, narrowest
 // wins across identities, refused tokens, concurrent writers, the log, and
 // SIGTERM. Every server in servers serves the one store e names, as

@@ -56,12 +56,6 @@ func noPassword(t *testing.T, what, said string) {
 	}
 }
 
-// Two servers on one SQLite file, as two replicas on one machine.
-func TestTeamServerTwoReplicasSQLite(t *testing.T) {
-	e := newEnv(t)
-	testTeam(t, e, startTeamServer(t, e, "--rate", "1000"), startTeamServer(t, e, "--rate", "1000"))
-}
-
 // Two replicas on one PostgreSQL database, each serving half the sessions.
 func TestTeamServerTwoReplicasPostgres(t *testing.T) {
 	e, _ := pgEnv(t)
