@@ -105,19 +105,20 @@ func (p *proxy) serve() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			abort(c)
-			continue
-		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
 			abort(c)
 			continue
 		}
+		// Looked at with the connections registered, so that a cut in
+		// between cannot miss them.
 		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			abort(c)
+			abort(s)
+			continue
+		}
 		p.conns[c], p.conns[s] = true, true
 		p.mu.Unlock()
 		go p.pipe(c, s)
