@@ -25,7 +25,7 @@ import (
 // loopback port, and that many client sessions, each with its own token, call a mix
 // of writes, reads, searches and lists as fast as the server answers, for
 // ops calls each or until the budget runs out.
-func runHTTP(ctx context.Context, cfg config, bin, tmp string, stdout, stderr io.Writer) error {
+func runHTTP(ctx context.Context, cfg config, b backend, bin, tmp string, stdout, stderr io.Writer) error {
 	home := filepath.Join(tmp, "home")
 	root := filepath.Join(tmp, "workspace")
 	if err := os.MkdirAll(root, 0o755); err != nil {
@@ -33,7 +33,7 @@ func runHTTP(ctx context.Context, cfg config, bin, tmp string, stdout, stderr io
 	}
 	env := []string{
 		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
-		"PROMETHEUS_MEMORY_DB_PATH=" + filepath.Join(home, ".prometheus", "memory.db"), "PROMETHEUS_WORKSPACE_ROOT=" + root,
+		b.env(filepath.Join(home, ".prometheus", "memory.db")), "PROMETHEUS_WORKSPACE_ROOT=" + root,
 		"PROMETHEUS_MEMORY_LOG_LEVEL=warn",
 	}
 	clients := cfg.httpClients
@@ -123,11 +123,11 @@ func runHTTP(ctx context.Context, cfg config, bin, tmp string, stdout, stderr io
 	}
 	slices.Sort(durs)
 	m := describeMachine()
-	fmt.Fprintf(stdout, "## memory-mcp over HTTP: %d concurrent clients\n\n", clients)
+	fmt.Fprintf(stdout, "## memory-mcp over HTTP: %d concurrent clients, on %s\n\n", clients, b.title())
 	fmt.Fprintf(stdout, "| calls | requests/s | p50 | p99 | max |\n|---|---|---|---|---|\n")
 	fmt.Fprintf(stdout, "| %d | %.0f | %s | %s | %s |\n\n", len(durs), float64(len(durs))/wall.Seconds(),
 		ms(percentile(durs, 50)), ms(percentile(durs, 99)), ms(durs[len(durs)-1]))
-	fmt.Fprintf(stdout, "Each client has its own token and session and calls, in turn, memory_write (a new project fact), memory_read (that key), memory_search and memory_list. %s, %s, %d CPUs.\n",
+	fmt.Fprintf(stdout, "Each client has its own token and session and calls, in turn, memory_write (a new project fact), memory_read (that key), memory_search and memory_list. %s, %s, %d CPUs.\n\n",
 		m.platform, m.cpu, m.cpus)
 	return nil
 }

@@ -9,16 +9,20 @@
 //	go run ./cmd/memory-bench -compare [-n 1000] [-procs 8] [-peer 'node .../server-memory/dist/index.js' ...]
 //	go run ./cmd/memory-bench -eval [-eval-sizes 5000,20000] [-eval-dir testdata/eval]
 //	go run ./cmd/memory-bench -vectors 10000,100000 [-dims 768] [-ops 200]
+//	go run ./cmd/memory-bench -backends sqlite,postgres -db postgres://USER@HOST:PORT/DB [-http 16]
 //
 // It prints a markdown report: latency percentiles and throughput per
 // operation, process start to initialize result, the server's peak RSS,
 // the database size and the machine. With -compare it measures memory-mcp
 // and peer servers side by side from empty stores (see compare.go); with
 // -eval, search quality (see eval.go); with -vectors, semantic and hybrid
-// search over that many embedded records (see vectors.go).
+// search over that many embedded records (see vectors.go). With -backends
+// it measures the server on each store in turn, SQLite and PostgreSQL, and
+// sets them side by side (see backends.go).
 //
 // It imports memory, mirror and scope to seed the database quickly, corpus
-// for the text of the records and queries, and the MCP SDK's client.
+// for the text of the records and queries, the MCP SDK's client, and pgx to
+// make and drop the database of a PostgreSQL run.
 package main
 
 import (
@@ -33,6 +37,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +78,9 @@ type config struct {
 
 	vectors []int // measure vector search at these record counts instead
 	dims    int   // the vectors' length
+
+	backends []string // the stores measured, in order: sqlite, postgres
+	dbURL    string   // the PostgreSQL server the postgres backend makes its database on
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -100,7 +108,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	sizes := fs.String("eval-sizes", "5000,20000", "record counts of the known-item evaluation, comma-separated")
 	vectors := fs.String("vectors", "", "instead, measure semantic and hybrid search over this many embedded records, comma-separated (like 10000,100000)")
 	fs.IntVar(&c.dims, "dims", 768, "dimensions of the vectors for -vectors")
+	backends := fs.String("backends", "sqlite", "the stores to measure the server on, comma-separated: sqlite, postgres (needs -db); with several, a table sets them side by side")
+	fs.StringVar(&c.dbURL, "db", "", "for -backends postgres, a PostgreSQL server's URL (postgres://USER@HOST:PORT/DB) whose role may create databases: the run makes a database of its own there and drops it after")
 	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var err error
+	if c.backends, err = parseBackends(*backends, c.dbURL); err != nil {
 		return c, err
 	}
 	if *vectors != "" {
@@ -140,6 +154,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("want -procs >= 0 and -per-proc >= 1")
 	case len(c.peers) > 0 && !c.compare:
 		return c, fmt.Errorf("-peer needs -compare")
+	case (c.compare || c.eval || len(c.vectors) > 0) && !slices.Equal(c.backends, []string{"sqlite"}):
+		return c, fmt.Errorf("-backends goes with the stdio and -http measurements, not -compare, -eval or -vectors")
 	}
 	return c, nil
 }
@@ -168,25 +184,56 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.httpClients > 0 {
-		return runHTTP(ctx, cfg, bin, tmp, stdout, stderr)
-	}
 	if cfg.compare {
 		return runCompare(ctx, cfg, bin, tmp, stdout, stderr)
 	}
+	var reps []*report
+	for _, name := range cfg.backends {
+		b, done, err := openBackend(ctx, cfg, name, stderr)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(tmp, name)
+		if cfg.httpClients > 0 {
+			err = runHTTP(ctx, cfg, b, bin, dir, stdout, stderr)
+			done()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		rep, err := runStdio(ctx, cfg, b, bin, dir, stderr)
+		done()
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.title(), err)
+		}
+		if err := rep.write(stdout); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		reps = append(reps, rep)
+	}
+	if len(reps) > 1 {
+		return writeSideBySide(stdout, reps)
+	}
+	return nil
+}
+
+// runStdio seeds the store of b and measures the server over stdio on it.
+func runStdio(ctx context.Context, cfg config, b backend, bin, tmp string, stderr io.Writer) (*report, error) {
 	home := filepath.Join(tmp, "home")
 	dbPath := filepath.Join(home, ".prometheus", "memory.db")
 	if err := os.MkdirAll(filepath.Join(tmp, "workspace"), 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	// The server resolves the root the same way, so both see one project.
 	root, err := scope.Root(filepath.Join(tmp, "workspace"), "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	env := []string{
 		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
-		"PROMETHEUS_MEMORY_DB_PATH=" + dbPath, "PROMETHEUS_WORKSPACE_ROOT=" + root,
+		b.env(dbPath), "PROMETHEUS_WORKSPACE_ROOT=" + root,
 	}
 	// The Go runtime's knobs and the server's CPU profile pass through, to
 	// measure their effect and to see where a call's time goes.
@@ -197,18 +244,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	c := newRecords(cfg.seed, cfg.files)
-	seeded, err := seed(ctx, dbPath, root, c, cfg.n, stderr)
+	seeded, err := seed(ctx, b.target(dbPath), root, c, cfg.n, stderr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Files written within the mirror's racy window are re-read by every
 	// sync until it passes; files in a real checkout are older than that.
 	time.Sleep(2500 * time.Millisecond)
 
-	rep := report{cfg: cfg, server: bin, seeded: seeded, machine: describeMachine()}
+	rep := report{cfg: cfg, backend: b, server: bin, seeded: seeded, machine: describeMachine()}
 	srv, first, err := launch(ctx, bin, env, root)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if srv != nil {
@@ -224,7 +271,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "memory-bench: measuring %s\n", o.name)
 		smp, err := measure(ctx, srv, o, lim)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rep.samples = append(rep.samples, smp)
 		if o.settle {
@@ -240,11 +287,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for range cfg.starts {
 			s, took, err := launch(ctx, bin, env, root)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			starts.durs = append(starts.durs, took)
 			if err := s.close(); err != nil {
-				return fmt.Errorf("stop server: %w%s", err, s.stderr.suffix())
+				return nil, fmt.Errorf("stop server: %w%s", err, s.stderr.suffix())
 			}
 		}
 		starts.wall = time.Since(begin)
@@ -254,14 +301,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if rep.peakRSS, rep.rss, err = srv.memory(); err != nil {
 		rep.rssNote = err.Error()
 	}
-	rep.dbSize, rep.walSize = fileSize(dbPath), fileSize(dbPath+"-wal")
+	if b.name == "postgres" {
+		rep.dbSize = pgSize(ctx, b.url)
+	} else {
+		rep.dbSize, rep.walSize = fileSize(dbPath), fileSize(dbPath+"-wal")
+	}
 	err = srv.close()
 	log := srv.stderr.suffix()
 	srv = nil
 	if err != nil {
-		return fmt.Errorf("stop server: %w%s", err, log)
+		return nil, fmt.Errorf("stop server: %w%s", err, log)
 	}
-	return rep.write(stdout)
+	return &rep, nil
 }
 
 // selected reports whether the operation called name is to be measured.

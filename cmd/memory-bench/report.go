@@ -15,6 +15,7 @@ import (
 // report is everything the run found, printed as markdown for a README.
 type report struct {
 	cfg          config
+	backend      backend
 	server       string
 	machine      machine
 	seeded       seedResult
@@ -51,7 +52,7 @@ func describeMachine() machine {
 
 func (r *report) write(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### memory-mcp at %s records, %s markdown files\n\n", thousands(r.cfg.n), thousands(r.cfg.files))
+	fmt.Fprintf(&b, "### memory-mcp at %s records, %s markdown files, on %s\n\n", thousands(r.cfg.n), thousands(r.cfg.files), r.backend.title())
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, %s.\n\n", r.machine.cpu, r.machine.cpus, r.machine.platform, r.machine.goVersion)
 	fmt.Fprintf(&b, "Seeded %s records (%s) through `memory.Store.Put` in %s, seed %d. ",
 		thousands(r.cfg.n), r.kinds(), seconds(r.seeded.took), r.cfg.seed)
@@ -88,7 +89,11 @@ func (r *report) write(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "Server peak RSS (VmHWM): %s (%s at the end). ", mib(r.peakRSS), mib(r.rss))
 	}
-	fmt.Fprintf(&b, "Database: %s, WAL %s. First start after seeding: %s.\n", mib(r.dbSize), mib(r.walSize), ms(r.firstStart))
+	if r.backend.name == "postgres" {
+		fmt.Fprintf(&b, "Database: %s (pg_database_size). First start after seeding: %s.\n", mib(r.dbSize), ms(r.firstStart))
+	} else {
+		fmt.Fprintf(&b, "Database: %s, WAL %s. First start after seeding: %s.\n", mib(r.dbSize), mib(r.walSize), ms(r.firstStart))
+	}
 	for _, n := range notes {
 		fmt.Fprintf(&b, "\n- %s", n)
 	}

@@ -34,9 +34,9 @@ func openAppWith(ctx context.Context, cfg Config, log *slog.Logger, opts *memory
 		return nil, err
 	}
 	dir.SetLogger(log)
-	st, err := memory.Open(ctx, cfg.DBPath, opts)
+	st, err := memory.Open(ctx, cfg.DB(), opts)
 	if err != nil {
-		return nil, err
+		return nil, cfg.dbError(err)
 	}
 	a := &app{
 		cfg: cfg, log: log, store: st, dir: dir, weaver: weave.New(),

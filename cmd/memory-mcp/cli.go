@@ -79,9 +79,13 @@ func usage() string {
 	}
 	b.WriteString(`
 Every command takes --help. Output is for people; --json gives JSON for scripts.
+Every command takes --db FILE|URL: the SQLite file, or a postgres:// URL, to
+work on instead of the environment's.
 
 Environment:
   PROMETHEUS_MEMORY_DB_PATH        database file (default ~/.prometheus/memory.db)
+  PROMETHEUS_MEMORY_DB_URL         postgres://USER:PASSWORD@HOST:PORT/DATABASE: use PostgreSQL
+                                   instead of the file (a team server's replicas share it)
   PROMETHEUS_WORKSPACE_ROOT        workspace root (default: git top-level, else working directory)
   PROMETHEUS_MEMORY_TOKEN_BUDGET   recall budget in tokens (default 1500)
   PROMETHEUS_MEMORY_CONFIRMATIONS  sessions confirming a statement before it becomes a fact (default 2)

@@ -261,6 +261,9 @@ func runDoctor(c *cli, args []string) error {
 // is reported, never touched. It reports whether the rest can use it.
 func (d *doctor) database(ctx context.Context, cfg Config) bool {
 	const area = "database"
+	if cfg.Postgres() {
+		return d.postgres(ctx, cfg)
+	}
 	dir := filepath.Dir(cfg.DBPath)
 	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		d.problem(area, fmt.Sprintf("directory %s is open to others (mode %o)", dir, fi.Mode().Perm()), "chmod 700 "+dir)
@@ -461,4 +464,31 @@ func (d *doctor) embeddings(ctx context.Context, cfg Config) {
 		return
 	}
 	d.embedProbe(ctx, cfg)
+}
+
+// postgres checks that the PostgreSQL server answers and that the schema is
+// this build's: opening the store migrates an older one, and refuses one
+// newer than this build knows. It reports whether the rest can use it.
+func (d *doctor) postgres(ctx context.Context, cfg Config) bool {
+	const area = "database"
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := memory.Open(ctx, cfg.DB(), nil)
+	if err != nil {
+		d.problem(area, cfg.dbError(err).Error(), "start the server or open the network path to "+dbAddr(cfg.DBURL)+"; check the user, password and database in PROMETHEUS_MEMORY_DB_URL (or --db)")
+		return false
+	}
+	defer st.Close()
+	if err := st.Ping(ctx); err != nil {
+		d.problem(area, cfg.dbError(err).Error(), "check that "+dbAddr(cfg.DBURL)+" is up and reachable from here")
+		return false
+	}
+	stats, err := st.Stats(ctx)
+	if err != nil {
+		d.problem(area, redact(fmt.Errorf("read the schema of %s: %w", cfg.DBName(), err), dbSecrets(cfg.DBURL)).Error(), "grant the user of PROMETHEUS_MEMORY_DB_URL the rights of the database's owner")
+		return false
+	}
+	// Opening brought an older schema up to date, and refused a newer one.
+	d.ok(area, "%s: PostgreSQL answers, schema %d (this build's), %d records", cfg.DBName(), stats.Schema, stats.Records)
+	return true
 }

@@ -409,6 +409,9 @@ func runBackup(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg, err := loadConfig(c.getenv); err == nil && cfg.Postgres() {
+		return cfg.sqliteOnly("backup", `back it up with pg_dump (pg_dump -Fc -f memory.dump "$PROMETHEUS_MEMORY_DB_URL"), or take a portable copy of its records with "memory-mcp export --all-projects"`)
+	}
 	return c.app(func(a *app, log *slog.Logger) error {
 		// The copy's size is near the database's: the bar follows it.
 		var total int64
@@ -463,6 +466,9 @@ func runRestore(c *cli, args []string) error {
 	cfg, err := loadConfig(c.getenv)
 	if err != nil {
 		return err
+	}
+	if cfg.Postgres() {
+		return cfg.sqliteOnly("restore", `restore a pg_dump of it with pg_restore, or load records exported from any store with "memory-mcp import --keep-projects FILE"`)
 	}
 	src := pos[0]
 	keep := cfg.DBPath + ".before-restore-" + time.Now().UTC().Format("20060102T150405Z")

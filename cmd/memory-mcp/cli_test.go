@@ -13,8 +13,15 @@ import (
 // TestScripts runs the command-line scripts in testdata/script against the
 // real binary: each script gets its own home, database and workspace.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir: filepath.Join("..", "..", "testdata", "script"),
+	p := scriptParams()
+	p.Dir = filepath.Join("..", "..", "testdata", "script")
+	testscript.Run(t, p)
+}
+
+// scriptParams sets up each script with its own home, database file and
+// workspace, and the commands the scripts share.
+func scriptParams() testscript.Params {
+	return testscript.Params{
 		Setup: func(e *testscript.Env) error {
 			home := filepath.Join(e.WorkDir, "home")
 			root := filepath.Join(e.WorkDir, "proj")
@@ -74,5 +81,5 @@ func TestScripts(t *testing.T) {
 				}
 			},
 		},
-	})
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -26,7 +27,8 @@ func serverVersion() string {
 
 // Config is everything the environment decides.
 type Config struct {
-	DBPath        string         // PROMETHEUS_MEMORY_DB_PATH, else ~/.prometheus/memory.db
+	DBPath        string         // PROMETHEUS_MEMORY_DB_PATH, else ~/.prometheus/memory.db; "" on PostgreSQL
+	DBURL         string         // PROMETHEUS_MEMORY_DB_URL: a postgres:// URL, which wins over DBPath
 	Root          string         // PROMETHEUS_WORKSPACE_ROOT, else the git top-level, else the working directory
 	Project       scope.Identity // hash of Root
 	TokenBudget   int            // PROMETHEUS_MEMORY_TOKEN_BUDGET, default 1500
@@ -40,13 +42,23 @@ type Config struct {
 
 func loadConfig(getenv func(string) string) (Config, error) {
 	c := Config{TokenBudget: weave.DefaultMaxTokens, Confirmations: 2, LogLevel: slog.LevelInfo}
-	c.DBPath = getenv("PROMETHEUS_MEMORY_DB_PATH")
-	if c.DBPath == "" {
-		p, err := memory.DefaultPath()
-		if err != nil {
-			return c, err
+	if v := strings.TrimSpace(getenv("PROMETHEUS_MEMORY_DB_URL")); v != "" {
+		if err := checkDBURL(v); err != nil {
+			return c, fmt.Errorf("PROMETHEUS_MEMORY_DB_URL: %w", err)
 		}
-		c.DBPath = p
+		c.DBURL = v
+	} else {
+		c.DBPath = getenv("PROMETHEUS_MEMORY_DB_PATH")
+		if strings.Contains(c.DBPath, "://") {
+			return c, errors.New("PROMETHEUS_MEMORY_DB_PATH is a URL: it names a SQLite file; put a postgres:// URL in PROMETHEUS_MEMORY_DB_URL")
+		}
+		if c.DBPath == "" {
+			p, err := memory.DefaultPath()
+			if err != nil {
+				return c, err
+			}
+			c.DBPath = p
+		}
 	}
 	root, err := scope.Root(getenv("PROMETHEUS_WORKSPACE_ROOT"), "")
 	if err != nil {

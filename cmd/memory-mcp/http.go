@@ -53,6 +53,11 @@ With --root DIR --tenant T the server serves the one repository checked out
 at DIR to team T instead: project memory is the repository's, shared by
 every token of T and mirrored to DIR/.prometheus/memories as on stdio, and
 tokens of any other tenant are refused.
+
+The store is the SQLite file, or PostgreSQL with PROMETHEUS_MEMORY_DB_URL (or
+--db) set to a postgres:// URL: then several replicas may serve one database,
+behind a load balancer that keeps each session (its Mcp-Session-Id) on one
+replica. /healthz answers 503 while the database does not.
 `
 
 // serveFlags is serve's flag set, filling o; its usage goes to w.
@@ -172,8 +177,8 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := a.store.Ping(ctx); err != nil {
-			log.Warn("health check", "err", err)
-			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
+			log.Warn("health check: the database does not answer", "err", redact(err, dbSecrets(a.cfg.DBURL)))
+			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
 			return
 		}
 		io.WriteString(w, "ok\n")
@@ -194,7 +199,7 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	if o.certFile != "" {
 		scheme = "https"
 	}
-	log.Info("serving", "url", scheme+"://"+ln.Addr().String()+"/mcp", "db", a.cfg.DBPath)
+	log.Info("serving", "url", scheme+"://"+ln.Addr().String()+"/mcp", "db", a.cfg.DBName())
 
 	go t.purgeLoop(ctx, 10*time.Minute)
 	go t.revokedLoop(ctx, revokedEvery)
@@ -429,8 +434,9 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 			return
 		}
 		if err != nil {
-			t.log.Warn("authenticate", "err", err)
-			http.Error(sw, "store unavailable", http.StatusServiceUnavailable)
+			t.log.Warn("authenticate", "err", redact(err, dbSecrets(t.base.cfg.DBURL)))
+			sw.Header().Set("Retry-After", "1")
+			http.Error(sw, "database unreachable", http.StatusServiceUnavailable)
 			return
 		}
 		tokID = tok.ID

@@ -39,13 +39,22 @@ type teamServer struct {
 
 func startTeamServer(t *testing.T, e env, args ...string) *teamServer {
 	t.Helper()
-	cmd := e.command(append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
-	pipe, err := cmd.StderrPipe()
+	s, err := launchTeamServer(t, e, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// launchTeamServer is startTeamServer without failing t, for goroutines.
+func launchTeamServer(t *testing.T, e env, args ...string) (*teamServer, error) {
+	cmd := e.command(append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s := &teamServer{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	found := make(chan string, 1)
@@ -67,7 +76,7 @@ func startTeamServer(t *testing.T, e env, args ...string) *teamServer {
 	case s.url = <-found:
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("server did not start:\n%s", s.stderr)
+		return nil, fmt.Errorf("server did not start:\n%s", s.stderr)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
@@ -75,7 +84,7 @@ func startTeamServer(t *testing.T, e env, args ...string) *teamServer {
 			t.Logf("server stderr:\n%s", s.stderr)
 		}
 	})
-	return s
+	return s, nil
 }
 
 // stop sends SIGTERM and requires a clean exit.
@@ -147,19 +156,42 @@ func readResource(t *testing.T, cs *mcp.ClientSession, uri string) string {
 
 func TestTeamServerEndToEnd(t *testing.T) {
 	e := newEnv(t)
+	testTeam(t, e, startTeamServer(t, e, "--rate", "1000"))
+}
+
+// Two servers on one SQLite file, as two replicas on one machine.
+func TestTeamServerTwoReplicasSQLite(t *testing.T) {
+	e := newEnv(t)
+	testTeam(t, e, startTeamServer(t, e, "--rate", "1000"), startTeamServer(t, e, "--rate", "1000"))
+}
+
+// testTeam drives a team server end to end: the isolation matrix, narrowest
+// wins across identities, refused tokens, concurrent writers, the log, and
+// SIGTERM. Every server in servers serves the one store e names, as
+// replicas do: each identity's writes go through one of them in turn, and
+// every identity reads on every one of them, so that a write through one
+// replica must show on all the others at once.
+func testTeam(t *testing.T, e env, servers ...*teamServer) {
 	ann := newToken(t, e, "--tenant", "acme", "--user", "ann", "--name", "ann's laptop")
 	annCI := newToken(t, e, "--tenant", "acme", "--user", "ann", "--profile", "ci")
 	bob := newToken(t, e, "--tenant", "acme", "--user", "bob")
 	eve := newToken(t, e, "--tenant", "evil", "--user", "ann") // same user name, other tenant
 	admin := newToken(t, e, "--tenant", "acme", "--user", "ops", "--admin")
-	s := startTeamServer(t, e, "--rate", "1000")
+	on := func(i int) *teamServer { return servers[i%len(servers)] }
 
-	as := connectTeam(t, s, ann)
-	cs := connectTeam(t, s, annCI)
-	bs := connectTeam(t, s, bob)
-	es := connectTeam(t, s, eve)
-	ops := connectTeam(t, s, admin)
-	who := map[string]*mcp.ClientSession{"ann": as, "annCI": cs, "bob": bs, "eve": es, "admin": ops}
+	// Each identity has a session on every server; it writes through the
+	// one of them that is its own, taking the servers in turn.
+	names := []string{"ann", "annCI", "bob", "eve", "admin"}
+	toks := map[string]string{"ann": ann, "annCI": annCI, "bob": bob, "eve": eve, "admin": admin}
+	every := map[string][]*mcp.ClientSession{}
+	who := map[string]*mcp.ClientSession{}
+	for i, name := range names {
+		for j := range servers {
+			every[name] = append(every[name], connectTeam(t, on(i+j), toks[name]))
+		}
+		who[name] = every[name][0]
+	}
+	as, cs, bs, ops := who["ann"], who["annCI"], who["bob"], who["admin"]
 
 	write := func(cs *mcp.ClientSession, sc, key, body string) {
 		t.Helper()
@@ -176,7 +208,7 @@ func TestTeamServerEndToEnd(t *testing.T) {
 		t.Errorf("non-admin system delete: %s", msg)
 	}
 
-	// The isolation matrix: who reads which key.
+	// The isolation matrix: who reads which key, on every server.
 	visible := map[string]map[string]bool{
 		"p-ann":  {"ann": true},
 		"w-ann":  {"ann": true, "annCI": true},
@@ -184,41 +216,45 @@ func TestTeamServerEndToEnd(t *testing.T) {
 		"s-all":  {"ann": true, "annCI": true, "bob": true, "admin": true, "eve": true},
 	}
 	for key, sees := range visible {
-		for name, sess := range who {
-			res := call(t, sess, "memory_read", map[string]any{"key": key})
-			if res.IsError == sees[name] {
-				t.Errorf("%s reads %s: isError %v, want %v (%s)", name, key, res.IsError, !sees[name], text(res))
-			}
-			hits := ok(t, sess, "memory_search", map[string]any{"query": "sees memory profile"})["results"].([]any)
-			found := false
-			for _, h := range hits {
-				found = found || h.(map[string]any)["key"] == key
-			}
-			if found != sees[name] {
-				t.Errorf("%s searching finds %s: %v, want %v", name, key, found, sees[name])
-			}
-			index := readResource(t, sess, "memory://index")
-			if strings.Contains(index, key) != sees[name] {
-				t.Errorf("%s's index lists %s: %v, want %v", name, key, !sees[name], sees[name])
+		for name, sessions := range every {
+			for i, sess := range sessions {
+				want, label := sees[name], fmt.Sprintf("%s (session %d)", name, i)
+				res := call(t, sess, "memory_read", map[string]any{"key": key})
+				if res.IsError == want {
+					t.Errorf("%s reads %s: isError %v, want %v (%s)", label, key, res.IsError, !want, text(res))
+				}
+				if found(t, sess, "sees memory profile", key) != want {
+					t.Errorf("%s searching finds %s: %v, want %v", label, key, !want, want)
+				}
+				index := readResource(t, sess, "memory://index")
+				if strings.Contains(index, key) != want {
+					t.Errorf("%s's index lists %s: %v, want %v", label, key, !want, want)
+				}
 			}
 		}
 	}
 	// Nor by a record's address or id.
-	if _, err := es.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "memory://tenant/semantic/t-acme"}); err == nil {
-		t.Error("eve reads acme's tenant record as a resource")
+	for _, es := range every["eve"] {
+		if _, err := es.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: "memory://tenant/semantic/t-acme"}); err == nil {
+			t.Error("eve reads acme's tenant record as a resource")
+		}
 	}
-	if !strings.Contains(readResource(t, bs, "memory://tenant/semantic/t-acme"), "all of acme") {
-		t.Error("bob cannot read his tenant's record as a resource")
+	for _, bs := range every["bob"] {
+		if !strings.Contains(readResource(t, bs, "memory://tenant/semantic/t-acme"), "all of acme") {
+			t.Error("bob cannot read his tenant's record as a resource")
+		}
 	}
 	tID := ok(t, bs, "memory_read", map[string]any{"key": "t-acme"})["record"].(map[string]any)["id"].(string)
-	if msg := fails(t, es, "memory_update", map[string]any{"id": tID, "body": "owned"}); !strings.HasPrefix(msg, "not_found:") {
-		t.Errorf("eve updates acme's record by id: %s", msg)
-	}
-	if msg := fails(t, es, "memory_delete", map[string]any{"id": tID}); !strings.HasPrefix(msg, "not_found:") {
-		t.Errorf("eve deletes acme's record by id: %s", msg)
-	}
-	if list := ok(t, es, "memory_list", nil)["records"].([]any); len(list) != 1 {
-		t.Errorf("eve lists %d records, want only the system one: %v", len(list), list)
+	for _, es := range every["eve"] {
+		if msg := fails(t, es, "memory_update", map[string]any{"id": tID, "body": "owned"}); !strings.HasPrefix(msg, "not_found:") {
+			t.Errorf("eve updates acme's record by id: %s", msg)
+		}
+		if msg := fails(t, es, "memory_delete", map[string]any{"id": tID}); !strings.HasPrefix(msg, "not_found:") {
+			t.Errorf("eve deletes acme's record by id: %s", msg)
+		}
+		if list := ok(t, es, "memory_list", nil)["records"].([]any); len(list) != 1 {
+			t.Errorf("eve lists %d records, want only the system one: %v", len(list), list)
+		}
 	}
 
 	// Narrowest wins across identities.
@@ -226,29 +262,65 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	write(bs, "tenant", "runner", "use make test")
 	write(cs, "project", "runner", "use the ci script")
 	for name, want := range map[string]string{"eve": "use go test", "bob": "use make test", "ann": "use make test", "annCI": "use the ci script"} {
-		if got := bodyOf(t, who[name], "runner"); got != want {
-			t.Errorf("%s reads runner %q, want %q", name, got, want)
+		for _, sess := range every[name] {
+			if got := bodyOf(t, sess, "runner"); got != want {
+				t.Errorf("%s reads runner %q, want %q", name, got, want)
+			}
 		}
 	}
-	recall := ok(t, as, "memory_read", nil)["block"].(string)
-	if !strings.Contains(recall, "use make test") || strings.Contains(recall, "use go test") || strings.Contains(recall, "ci script") {
-		t.Errorf("ann's recall:\n%s", recall)
+	for _, as := range every["ann"] {
+		recall := ok(t, as, "memory_read", nil)["block"].(string)
+		if !strings.Contains(recall, "use make test") || strings.Contains(recall, "use go test") || strings.Contains(recall, "ci script") {
+			t.Errorf("ann's recall:\n%s", recall)
+		}
 	}
-	prompt, err := es.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "recall"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := prompt.Messages[0].Content.(*mcp.TextContent).Text; !strings.Contains(p, "use go test") || strings.Contains(p, "acme") {
-		t.Errorf("eve's recall prompt:\n%s", p)
+	for _, es := range every["eve"] {
+		prompt, err := es.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "recall"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := prompt.Messages[0].Content.(*mcp.TextContent).Text; !strings.Contains(p, "use go test") || strings.Contains(p, "acme") {
+			t.Errorf("eve's recall prompt:\n%s", p)
+		}
 	}
 	// A new session's instructions index only what its identity sees.
-	es2 := connectTeam(t, s, eve)
-	if ins := es2.InitializeResult().Instructions; strings.Contains(ins, "t-acme") || strings.Contains(ins, "p-ann") {
-		t.Errorf("eve's instructions show acme's memory:\n%s", ins)
+	for i := range servers {
+		es2 := connectTeam(t, on(i), eve)
+		if ins := es2.InitializeResult().Instructions; strings.Contains(ins, "t-acme") || strings.Contains(ins, "p-ann") {
+			t.Errorf("eve's instructions show acme's memory:\n%s", ins)
+		}
+	}
+
+	if len(servers) > 1 {
+		testReplicas(t, every["bob"])
+		// A new session's instructions on one replica index what was
+		// just written through another.
+		for i := range servers {
+			key := fmt.Sprintf("fresh-index-%d", i)
+			write(every["bob"][i], "tenant", key, "indexed for new sessions everywhere")
+			if ins := connectTeam(t, on(i+1), ann).InitializeResult().Instructions; !strings.Contains(ins, key) {
+				t.Errorf("a new session's instructions on another replica lack %s:\n%s", key, ins)
+			}
+		}
+		// A session is its replica's: another answers 404 for it, and the
+		// client starts a new one there.
+		req, _ := http.NewRequest("POST", on(1).url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+ann)
+		req.Header.Set("Mcp-Session-Id", as.ID())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("a session on another replica: %d, want 404", resp.StatusCode)
+		}
 	}
 
 	// Missing, wrong and revoked tokens: 401, one body for all.
-	post := func(token string) (int, string, string) {
+	post := func(s *teamServer, token string) (int, string, string) {
 		req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
@@ -268,25 +340,30 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	}
 	wrong := "mem_" + strings.Repeat("0", 64)
 	var bodies []string
-	for _, h := range []string{"", "Basic " + ann, "Bearer", "Bearer " + wrong, "Bearer " + ann[:20], "Bearer " + annCI} {
-		code, www, body := post(h)
-		if code != http.StatusUnauthorized || !strings.HasPrefix(www, "Bearer") {
-			t.Errorf("Authorization %.12q: %d, WWW-Authenticate %q", h, code, www)
+	for _, s := range servers {
+		for _, h := range []string{"", "Basic " + ann, "Bearer", "Bearer " + wrong, "Bearer " + ann[:20], "Bearer " + annCI} {
+			code, www, body := post(s, h)
+			if code != http.StatusUnauthorized || !strings.HasPrefix(www, "Bearer") {
+				t.Errorf("Authorization %.12q: %d, WWW-Authenticate %q", h, code, www)
+			}
+			bodies = append(bodies, body)
 		}
-		bodies = append(bodies, body)
 	}
 	for _, b := range bodies[1:] {
 		if b != bodies[0] {
 			t.Errorf("401 bodies differ: %q and %q", bodies[0], b)
 		}
 	}
-	// The revoked token's open session is refused on its next request.
-	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_list", Arguments: map[string]any{}}); err == nil {
-		t.Error("a revoked token's session still answers")
+	// The revoked token's open sessions, on every server, are refused on
+	// their next request.
+	for _, cs := range every["annCI"] {
+		if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_list", Arguments: map[string]any{}}); err == nil {
+			t.Error("a revoked token's session still answers")
+		}
 	}
 	// A session belongs to the token that opened it: another token
 	// cannot ride on its id.
-	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"memory_read","arguments":{"key":"p-ann"}}}`))
+	req, _ := http.NewRequest("POST", on(0).url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"memory_read","arguments":{"key":"p-ann"}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+bob)
@@ -301,11 +378,12 @@ func TestTeamServerEndToEnd(t *testing.T) {
 		t.Errorf("bob on ann's session: %d %s", resp.StatusCode, b)
 	}
 
-	// Many sessions at once: every write acknowledged and readable.
+	// Many sessions at once, spread over the servers: every write
+	// acknowledged, and readable on every server.
 	const sessions, writes = 8, 40
-	toks := make([]string, sessions)
-	for i := range toks {
-		toks[i] = newToken(t, e, "--tenant", "load", "--user", fmt.Sprint("u", i))
+	loadToks := make([]string, sessions)
+	for i := range loadToks {
+		loadToks[i] = newToken(t, e, "--tenant", "load", "--user", fmt.Sprint("u", i))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, sessions*writes)
@@ -313,7 +391,7 @@ func TestTeamServerEndToEnd(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sess, err := dialTeam(context.Background(), s, toks[i])
+			sess, err := dialTeam(context.Background(), on(i), loadToks[i])
 			if err != nil {
 				errs <- err
 				return
@@ -336,29 +414,39 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	reader := connectTeam(t, s, toks[0])
-	got := ok(t, reader, "memory_list", map[string]any{"limit": 500})["records"].([]any)
-	keys := map[string]bool{}
-	for _, r := range got {
-		keys[r.(map[string]any)["key"].(string)] = true
-	}
-	if len(got) != sessions*writes+2 { // and the two system records
-		t.Errorf("the tenant's records and the system ones: %d, want %d", len(got), sessions*writes+2)
-	}
-	for i := range sessions {
-		for j := range writes {
-			if !keys[fmt.Sprintf("k-%d-%d", i, j)] {
-				t.Errorf("k-%d-%d missing", i, j)
+	for i, s := range servers {
+		reader := connectTeam(t, s, loadToks[i])
+		got := ok(t, reader, "memory_list", map[string]any{"limit": 500})["records"].([]any)
+		keys := map[string]bool{}
+		for _, r := range got {
+			keys[r.(map[string]any)["key"].(string)] = true
+		}
+		if len(got) != sessions*writes+2 { // and the two system records
+			t.Errorf("server %d: the tenant's records and the system ones: %d, want %d", i, len(got), sessions*writes+2)
+		}
+		for i := range sessions {
+			for j := range writes {
+				if !keys[fmt.Sprintf("k-%d-%d", i, j)] {
+					t.Errorf("k-%d-%d missing", i, j)
+				}
 			}
 		}
+		hits := ok(t, reader, "memory_search", map[string]any{"query": "write 39 of session 7", "limit": 3})["results"].([]any)
+		if len(hits) == 0 || hits[0].(map[string]any)["key"] != "k-7-39" {
+			t.Errorf("server %d: searching for the last write of the last session finds %v", i, hits)
+		}
 	}
-	if strings.Contains(s.stderr.String(), "SQLITE_BUSY") || strings.Contains(s.stderr.String(), "database is locked") {
-		t.Errorf("the log shows lock contention:\n%s", s.stderr)
+	var logs strings.Builder
+	for _, s := range servers {
+		logs.WriteString(s.stderr.String())
+	}
+	log := logs.String()
+	if strings.Contains(log, "SQLITE_BUSY") || strings.Contains(log, "database is locked") || strings.Contains(log, "deadlock") {
+		t.Errorf("the log shows lock contention:\n%s", log)
 	}
 
 	// Every request is logged with its token's id and tool; never a token
 	// or what was written.
-	log := s.stderr.String()
 	for _, tok := range []string{ann, annCI, bob, eve, admin, wrong} {
 		if strings.Contains(log, tok) || strings.Contains(log, tok[4:24]) {
 			t.Error("a token is in the log")
@@ -375,7 +463,79 @@ func TestTeamServerEndToEnd(t *testing.T) {
 	}
 
 	// SIGTERM with sessions still open: a clean exit.
-	s.stop(t)
+	for _, s := range servers {
+		s.stop(t)
+	}
+}
+
+// testReplicas checks that what one identity writes, updates and deletes
+// through one replica is what its sessions on every other replica read,
+// search, list and index the moment the write is acknowledged.
+func testReplicas(t *testing.T, sessions []*mcp.ClientSession) {
+	t.Helper()
+	words := []string{"albatross", "bison", "cormorant", "dugong", "echidna", "flamingo", "gazelle", "hornbill", "ibex", "jacana", "kinkajou", "lemur"}
+	for i, word := range words {
+		w, r := sessions[i%len(sessions)], sessions[(i+1)%len(sessions)]
+		key := "fresh-" + word
+		ok(t, w, "memory_write", map[string]any{"type": "semantic", "scope": "tenant", "key": key, "body": "the " + word + " was seen first", "tags": []string{"zoo"}})
+		if got := bodyOf(t, r, key); got != "the "+word+" was seen first" {
+			t.Errorf("%s written on one replica reads %q on the other", key, got)
+		}
+		if !found(t, r, word, key) {
+			t.Errorf("%s written on one replica: a search on the other does not find it", key)
+		}
+		if !strings.Contains(readResource(t, r, "memory://index"), key) {
+			t.Errorf("%s written on one replica: the other's index lacks it", key)
+		}
+		// Updated on the reader's replica, read back on the writer's.
+		ok(t, r, "memory_update", map[string]any{"key": key, "type": "semantic", "scope": "tenant", "body": "the " + word + " moved on"})
+		if got := bodyOf(t, w, key); got != "the "+word+" moved on" {
+			t.Errorf("%s updated on one replica reads %q on the other", key, got)
+		}
+		if found(t, w, "seen first "+word, key) && !found(t, w, "moved "+word, key) {
+			t.Errorf("%s updated on one replica: the other searches the old body", key)
+		}
+		if i%2 == 0 {
+			ok(t, w, "memory_delete", map[string]any{"key": key, "type": "semantic", "scope": "tenant"})
+			if res := call(t, r, "memory_read", map[string]any{"key": key}); !res.IsError {
+				t.Errorf("%s deleted on one replica still reads on the other: %s", key, text(res))
+			}
+			if found(t, r, word, key) {
+				t.Errorf("%s deleted on one replica is still found on the other", key)
+			}
+		}
+	}
+	for _, s := range sessions {
+		if n := len(ok(t, s, "memory_list", map[string]any{"tag": "zoo"})["records"].([]any)); n != len(words)/2 {
+			t.Errorf("a replica lists %d records tagged zoo, want %d", n, len(words)/2)
+		}
+	}
+	// A session captured through one replica, confirmed through another:
+	// the statement confirmed in two sessions becomes a fact everywhere.
+	for i, s := range sessions {
+		ok(t, s, "memory_capture", map[string]any{"session_id": fmt.Sprint("replica-session-", i), "outcome": "done",
+			"statements": []string{"the staging cluster runs in eu-west"}})
+	}
+	for _, s := range sessions {
+		eps := ok(t, s, "memory_list", map[string]any{"type": "episodic"})["records"].([]any)
+		if len(eps) < len(sessions) {
+			t.Errorf("a replica lists %d episodes, want %d", len(eps), len(sessions))
+		}
+		if len(ok(t, s, "memory_search", map[string]any{"query": "staging cluster eu-west", "type": "semantic"})["results"].([]any)) == 0 {
+			t.Error("the statement confirmed through two replicas is not a fact on this one")
+		}
+	}
+}
+
+// found reports whether searching for query finds key.
+func found(t *testing.T, cs *mcp.ClientSession, query, key string) bool {
+	t.Helper()
+	for _, h := range ok(t, cs, "memory_search", map[string]any{"query": query})["results"].([]any) {
+		if h.(map[string]any)["key"] == key {
+			return true
+		}
+	}
+	return false
 }
 
 func TestTeamServerLimits(t *testing.T) {
@@ -445,7 +605,12 @@ func TestTeamServerLimits(t *testing.T) {
 }
 
 func TestTokenCommand(t *testing.T) {
-	e := newEnv(t)
+	testTokenCommand(t, newEnv(t))
+}
+
+// testTokenCommand creates, lists and revokes tokens with the command line
+// in the store e names.
+func testTokenCommand(t *testing.T, e env) {
 	tok := newToken(t, e, "--tenant", "acme", "--user", "ann", "--profile", "ci", "--name", "ci runner")
 	out, err := e.command("token", "list").Output()
 	if err != nil {

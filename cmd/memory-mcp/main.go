@@ -14,6 +14,10 @@
 //	                           export, import, backup, restore, doctor,
 //	                           stats, projects, setup
 //
+// Every command takes --db FILE|URL: the SQLite file, or the PostgreSQL
+// database a postgres:// URL names, in place of the environment's
+// (PROMETHEUS_MEMORY_DB_PATH, PROMETHEUS_MEMORY_DB_URL).
+//
 // It is the only package that imports the MCP SDK.
 package main
 

@@ -12,6 +12,11 @@ import (
 // run is the whole program: args without the program name, the environment,
 // and the three standard streams. The commands are in cli.go.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	db, args, err := dbFlag(args)
+	if err != nil {
+		return err
+	}
+	getenv = withDB(getenv, db)
 	name := "serve"
 	if len(args) > 0 {
 		name, args = args[0], args[1:]
@@ -28,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return fmt.Errorf("unknown command %q", clipArg(name))
 	}
 	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
-	err := cmd.run(c, args)
+	err = cmd.run(c, args)
 	if errors.Is(err, errHelp) {
 		return nil
 	}
@@ -140,7 +145,7 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	}()
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	stopEmbedding := a.sem.start(ctx)
-	log.Debug("serving", "db", a.cfg.DBPath, "root", a.cfg.Root)
+	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root)
 	err := serveStdio(ctx, srv, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
 	// database closes; loading the tokenizer for that takes a fraction of
