@@ -32,3 +32,47 @@ func TestEffectiveWalksAnIndex(t *testing.T) {
 		}
 	}
 }
+
+// planOf is SQLite's plan for q, one step a line.
+func planOf(t *testing.T, s *Store, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return strings.Join(plan, "\n")
+}
+
+// TestShadowCheckUsesTheKeyIndex checks that one index with the key first
+// serves both the check every read makes for a narrower record of the same
+// type and key, and the list's order: each must find its rows by key,
+// type and scope, and the list must not sort.
+func TestShadowCheckUsesTheKeyIndex(t *testing.T) {
+	s, _ := mustOpen(t)
+	const shadow = "SEARCH n USING INDEX records_list (key=? AND type=? AND scope<?)"
+	args := s.args(projA.ID, sql.Named("type", string(Semantic)), sql.Named("key", "k"), sql.Named("limit", 10))
+	for name, q := range map[string]string{
+		"resolve":   `SELECT ` + cols + ` FROM records r WHERE r.key = @key AND (@type = '' OR r.type = @type) AND ` + effective + ` ORDER BY r.type`,
+		"count":     `SELECT count(*) FROM records r WHERE r.type = @type AND ` + effective,
+		"effective": effectiveQuery(Semantic) + ` LIMIT @limit`,
+		"list":      `SELECT ` + colsNoBody + ` FROM records r INDEXED BY records_list WHERE ` + effective + ` ORDER BY r.key, r.type LIMIT @limit`,
+	} {
+		p := planOf(t, s, q, args...)
+		if !strings.Contains(p, shadow) {
+			t.Errorf("%s: the shadow check does not walk records_list by key, type and scope:\n%s", name, p)
+		}
+		if strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("%s: the plan sorts:\n%s", name, p)
+		}
+	}
+}

@@ -128,3 +128,23 @@ func BenchmarkSyncAfterWrite(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSyncNoDirectory is the sync before each call in a workspace
+// that has no memories directory (a project whose tools have written notes
+// only), after a note was written: there is nothing to watch there.
+func BenchmarkSyncNoDirectory(b *testing.B) {
+	w := newWS(b)
+	w.sync()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Working, Key: "note", Body: fmt.Sprintf("Note %d.", i)}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		rep, err := Sync(w.ctx, w.st, w.p, w.dir)
+		if err != nil || rep.changed() {
+			b.Fatal(rep, err)
+		}
+	}
+}

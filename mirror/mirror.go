@@ -77,6 +77,7 @@ type Dir struct {
 	watchCleanup runtime.Cleanup
 	watched      fs.FileInfo // the directory as the watch started on it
 	clean        bool
+	missing      bool // the last full sync found no memories directory
 	lastProblems []Problem
 	mustRead     map[string]bool // stems the next full sync reads whatever their size and mtime
 	quickSyncs   int             // syncs skipped; tests check the quick path ran

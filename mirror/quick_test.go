@@ -77,6 +77,8 @@ func quickSyncRun(t *testing.T, seed int64) {
 				old = []byte(fmt.Sprintf("Written by hand at step %d.\n", step))
 			}
 			w.write(name, strings.Replace(string(old), "body", "edited body", 1)+fmt.Sprintf("Line %d.\n", step))
+		case op < 6 && r.Intn(8) == 0: // the whole directory, as after git rm -r
+			os.RemoveAll(w.dir.Path())
 		case op < 6:
 			os.Remove(w.path(key + ".md"))
 		case op < 7:
@@ -249,5 +251,66 @@ func TestQuickSyncWaitsForWriteInFlight(t *testing.T) {
 	}
 	if !slices.Equal(rep.Imported, []string{"by-hand"}) {
 		t.Errorf("sync = %+v, want by-hand imported", rep)
+	}
+}
+
+// TestSyncWithoutDirectoryIsQuick: in a workspace with no memories
+// directory there is nothing to watch, yet a sync that finds it still
+// missing, and the store's mirror state where the last full sync left it,
+// has nothing to do. A directory made meanwhile, by hand or by another
+// process's write, and a removed one, are each seen by the next sync.
+func TestSyncWithoutDirectoryIsQuick(t *testing.T) {
+	root, db := t.TempDir(), filepath.Join(t.TempDir(), "memory.db")
+	a, b := newWSAt(t, root, mustOpen(t, db)), newWSAt(t, root, mustOpen(t, db))
+	a.sync()
+	quick := func(w *ws) bool {
+		before := w.dir.quickSyncs
+		checkSynced(t, w, w.sync(), 0)
+		return w.dir.quickSyncs == before+1
+	}
+	if !quick(a) {
+		t.Fatal("a second sync with no directory was not quick")
+	}
+	// A note has no file: still nothing to do.
+	if _, _, err := a.st.Put(a.ctx, a.project(), memory.Write{Scope: scope.Project, Type: memory.Working, Key: "note", Body: "A note."}); err != nil {
+		t.Fatal(err)
+	}
+	if !quick(a) {
+		t.Error("a sync after a note was not quick")
+	}
+
+	// By hand: the directory and a file appear.
+	a.write("alpha.md", "Alpha by hand.\n")
+	if rep := a.sync(); !slices.Equal(rep.Imported, []string{"alpha"}) {
+		t.Errorf("sync after the directory was made = %+v", rep)
+	}
+	// The whole directory goes: its records go with it.
+	if err := os.RemoveAll(a.dir.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if rep := a.sync(); !slices.Equal(rep.Deleted, []string{"alpha"}) {
+		t.Errorf("sync after the directory was removed = %+v", rep)
+	}
+	if _, err := a.peek("alpha"); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("alpha after its directory went: %v", err)
+	}
+	checkSynced(t, b, b.sync(), 0)
+	quick(b)
+	if !quick(b) {
+		t.Error("syncs with no directory never became quick again")
+	}
+
+	// Another process writes a fact: the directory is back, with a file
+	// the store knows, and a sync that skipped would not miss anything
+	// but must not skip on a stale view either.
+	a.put(memory.Semantic, "beta", "", "Beta from the other process.")
+	checkSynced(t, b, b.sync(), 0)
+	if got, err := b.peek("beta"); err != nil || got.Body != "Beta from the other process." {
+		t.Errorf("beta = %+v, %v", got, err)
+	}
+	// A hand-written file in the directory the other process made.
+	b.write("gamma.md", "Gamma by hand.\n")
+	if rep := b.sync(); !slices.Equal(rep.Imported, []string{"gamma"}) {
+		t.Errorf("sync after a hand-written file = %+v", rep)
 	}
 }

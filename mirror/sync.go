@@ -90,6 +90,9 @@ func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Repo
 	if rep, ok := d.unchanged(ctx, st, p, now); ok {
 		return rep, nil
 	}
+	if rep, ok := d.stillMissing(ctx, st, p, now); ok {
+		return rep, nil
+	}
 	if d.watch == nil {
 		// Watch before scanning, so that a change during the scan is
 		// seen by the next sync.
@@ -100,6 +103,7 @@ func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Repo
 	if err == nil {
 		d.mustRead = nil
 	}
+	d.missing = err == nil && s.missing
 	d.forgetProblems(s.present)
 	d.clean = err == nil && !s.retry
 	d.lastProblems = slices.Clone(s.rep.Problems)
@@ -192,6 +196,28 @@ func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity,
 			d.mustRead = look
 			return Report{}, false
 		}
+	}
+	d.quickSyncs++
+	return Report{Problems: slices.Clone(d.lastProblems)}, true
+}
+
+// stillMissing reports whether a sync can be skipped in a workspace that
+// has no memories directory, where there is nothing to watch: the last
+// full sync found none either and left nothing to retry, there is still
+// none, and no write has moved the store's mirror state since. A project
+// with no facts yet, whose tools write notes only, used to run a full
+// sync, a query and a failed open of the directory, on every call. It
+// then returns that sync's problems again. d.syncMu must be held.
+func (d *Dir) stillMissing(ctx context.Context, st *memory.Store, p scope.Identity, now time.Time) (Report, bool) {
+	if !d.missing || !d.clean || d.stateProject != p || d.exportDue(now) || d.check() != nil {
+		return Report{}, false
+	}
+	if _, err := os.Lstat(d.path); !errors.Is(err, fs.ErrNotExist) {
+		return Report{}, false
+	}
+	_, changed, whole, err := d.mirrorState(ctx, st, p)
+	if err != nil || whole || len(changed) > 0 {
+		return Report{}, false
 	}
 	d.quickSyncs++
 	return Report{Problems: slices.Clone(d.lastProblems)}, true
@@ -307,6 +333,7 @@ type syncer struct {
 
 	rep     Report
 	retry   bool // a problem may clear without its file changing (a conflict)
+	missing bool // there was no memories directory
 	state   map[string]memory.FileState
 	present map[string]bool // stems of the .md files on disk, accepted or not
 	cands   []candidate
@@ -321,6 +348,7 @@ type candidate struct {
 func (s *syncer) run() error {
 	r, err := s.d.openRoot(false)
 	missing := errors.Is(err, fs.ErrNotExist)
+	s.missing = missing
 	if err != nil && !missing {
 		return err
 	}
