@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,12 +62,25 @@ func redact(target string) string {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 	}
+	// password, sslpassword (the client key's): any parameter naming one.
 	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
+	hidden := false
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+			hidden = true
+		}
+	}
+	if hidden {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// pgText reports whether PostgreSQL's TEXT can hold s: valid UTF-8
+// without NUL bytes.
+func pgText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // What each process keeps in memory, and how it sees other processes'
@@ -123,6 +137,11 @@ func openPostgres(ctx context.Context, target string, now func() time.Time) (*St
 	s := &Store{db: db, path: name, now: now, pg: true, writing: make(chan struct{}, 1)}
 	if err := s.migratePostgres(ctx); err != nil {
 		db.Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			return nil, &advised{err: fmt.Errorf("open database %s: %w", name, err),
+				advice: "the role needs CREATE on the schema it migrates: GRANT CREATE ON SCHEMA to it, or give it a schema of its own (CREATE SCHEMA … AUTHORIZATION) and name it with ?search_path= in the URL"}
+		}
 		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
 	return s, nil
@@ -590,6 +609,13 @@ func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error {
 		if v, err := driver.DefaultParameterConverter.ConvertValue(nv.Value); err == nil {
 			nv.Value = v
 		}
+	}
+	// PostgreSQL's TEXT holds neither NUL nor invalid UTF-8, where SQLite
+	// takes any bytes: say so plainly rather than pass on the server's
+	// encoding error. The store refuses such input before it gets here;
+	// this is for what slips past.
+	if v, ok := nv.Value.(string); ok && !pgText(v) {
+		return Errorf(CodeInvalidArgument, "", "a value holds a NUL byte or invalid UTF-8, which PostgreSQL cannot store")
 	}
 	// bool goes in as 0 or 1: the schema keeps SQLite's integer flags.
 	if b, ok := nv.Value.(bool); ok {

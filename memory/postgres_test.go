@@ -2,6 +2,7 @@ package memory
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -209,5 +210,28 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 		if !want[c] && !strings.HasPrefix(c, "memory_migrations.") && c != "statement_sessions.rowid" && c != "records.rowid" {
 			t.Errorf("PostgreSQL schema has %s, which SQLite does not", c)
 		}
+	}
+}
+
+// What no check of the store's input caught (a cache name, a project's
+// root on a file system that allows any bytes) and PostgreSQL cannot hold
+// is an invalid_argument naming the cause, not the server's encoding error.
+func TestPostgresUnstorableValue(t *testing.T) {
+	s, err := Open(ctx, pgtest.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for what, err := range map[string]error{
+		"cache name": s.SetCached(ctx, "p", "name\x00", "text"),
+		"root":       s.NoteRoot(ctx, "p", "/work/\xff"),
+	} {
+		var me *Error
+		if !errors.As(err, &me) || me.Code != CodeInvalidArgument || !strings.Contains(err.Error(), "PostgreSQL cannot store") {
+			t.Errorf("%s = %v, want invalid_argument", what, err)
+		}
+	}
+	if err := s.NoteRoot(ctx, "p", "/work/ünïcode"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -97,6 +97,10 @@ func (s *Store) args(p scope.Identity, more ...any) []any {
 // resolve finds the one record sel picks, as project p sees it.
 func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Selector) (Record, error) {
 	if sel.ID != "" {
+		if !pgText(sel.ID) {
+			// No stored id holds these bytes (PostgreSQL could not).
+			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")
+		}
 		r, err := getOne(ctx, q, `WHERE r.id = @id AND `+visible, s.args(p, sql.Named("id", sel.ID))...)
 		if errors.Is(err, ErrNotFound) {
 			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")

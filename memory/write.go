@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"prom.codes/memory-mcp/scope"
@@ -141,6 +142,9 @@ func validate(w *Write) error {
 	if len(w.SessionID) > 200 {
 		return Errorf(CodeInvalidArgument, "session_id", "is longer than 200 bytes")
 	}
+	if !utf8.ValidString(w.SessionID) || strings.IndexFunc(w.SessionID, unicode.IsControl) >= 0 {
+		return Errorf(CodeInvalidArgument, "session_id", "must be one line of valid UTF-8")
+	}
 	return scanAll(w)
 }
 
@@ -182,6 +186,9 @@ func checkDescription(d string) (string, error) {
 	}
 	if !utf8.ValidString(d) {
 		return "", Errorf(CodeInvalidArgument, "description", "is not valid UTF-8")
+	}
+	if strings.ContainsRune(d, 0) {
+		return "", Errorf(CodeInvalidArgument, "description", "contains NUL bytes")
 	}
 	return d, nil
 }

@@ -94,6 +94,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"TwoStoresSeeEachOther", testTwoStores},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"ConcurrentMigration", testConcurrentMigration},
+		{"BytesPostgresCannotHold", testUnstorableBytes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -802,6 +803,45 @@ func testConcurrentMigration(t *testing.T, newDB NewDB) {
 	for i, s := range stores {
 		if got, err := s.Get(ctx, projA.ID, memory.Selector{Key: "after-migration"}); err != nil || got.Body != "works" {
 			t.Fatalf("store %d: %+v, %v", i, got, err)
+		}
+	}
+}
+
+// NUL bytes and invalid UTF-8, which SQLite would store and PostgreSQL
+// cannot: every backend refuses them as input, or finds nothing for them,
+// alike; none answers with the server's encoding error.
+func testUnstorableBytes(t *testing.T, newDB NewDB) {
+	s := Open(t, newDB(t), NewClock())
+	invalid := func(what string, err error) {
+		t.Helper()
+		var me *memory.Error
+		if !errors.As(err, &me) || me.Code != memory.CodeInvalidArgument {
+			t.Errorf("%s = %v, want invalid_argument", what, err)
+		}
+	}
+	w := fact("nul-description", "body")
+	w.Description = "one\x00two"
+	_, _, err := s.Put(ctx, projA, w)
+	invalid("put with a NUL in the description", err)
+	for _, sid := range []string{"s\x00", "s\xff", "line\nbreak"} {
+		w := fact("odd-session", "body")
+		w.SessionID = sid
+		_, _, err := s.Put(ctx, projA, w)
+		invalid(fmt.Sprintf("put with session id %q", sid), err)
+	}
+	r := put(t, s, projA, fact("kept", "body"))
+	d := "one\x00two"
+	_, err = s.Update(ctx, projA, memory.Selector{Key: "kept"}, memory.Patch{Description: &d})
+	invalid("update with a NUL in the description", err)
+	if got, err := s.Get(ctx, projA.ID, memory.Selector{Key: "kept"}); err != nil || got.Description != "" || got.ID != r.ID {
+		t.Errorf("after the refused update = %+v, %v", got, err)
+	}
+	for _, id := range []string{r.ID + "\x00", "\xff" + r.ID} {
+		if _, err := s.Get(ctx, projA.ID, memory.Selector{ID: id}); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("get by id %q = %v, want not found", id, err)
+		}
+		if _, err := s.RevokeToken(ctx, id); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("revoke %q = %v, want not found", id, err)
 		}
 	}
 }
