@@ -95,6 +95,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"ConcurrentMigration", testConcurrentMigration},
 		{"BytesPostgresCannotHold", testUnstorableBytes},
+		{"RestOfTheStore", testRestOfTheStore},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -843,5 +844,97 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 		if _, err := s.RevokeToken(ctx, id); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("revoke %q = %v, want not found", id, err)
 		}
+	}
+}
+
+// The calls the tests above leave out, each at least once, with what they
+// return: every statement of the store runs on every backend.
+func testRestOfTheStore(t *testing.T, newDB NewDB) {
+	clock := NewClock()
+	s := Open(t, newDB(t), clock)
+	srv, err := embedtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c, err := embed.New(embed.Config{URL: srv.URL, Model: "toy", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, projA, fact("alpha", "The first fact."))
+	put(t, s, projA, fact("beta", "The second fact."))
+	if _, err := s.EmbedPending(ctx, "toy", c, 16); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WarmVectors(ctx, "toy"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.EmbedWaiting(ctx, projA.ID, "toy"); err != nil || n != 0 {
+		t.Fatalf("waiting = %d, %v", n, err)
+	}
+	if n, err := s.QueueOthersEmbedded(ctx, "other"); err != nil || n != 2 {
+		t.Fatalf("queue others embedded = %d, %v", n, err)
+	}
+	if n, err := s.QueueMissing(ctx, "other"); err != nil || n != 2 {
+		t.Fatalf("queue missing = %d, %v", n, err)
+	}
+	if n, err := s.EmbedWaiting(ctx, projA.ID, "other"); err != nil || n != 2 {
+		t.Fatalf("waiting for other = %d, %v", n, err)
+	}
+	if n, err := s.PruneVectors(ctx, "other"); err != nil || n != 2 {
+		t.Fatalf("prune = %d, %v", n, err)
+	}
+
+	idx, err := s.Index(ctx, projA.ID, 10)
+	if err != nil || len(idx) != 2 || idx[0].Key != "alpha" || idx[1].Key != "beta" {
+		t.Fatalf("index = %+v, %v", idx, err)
+	}
+	stamp, err := s.CacheStamp(ctx, projA.ID)
+	if err != nil || stamp == 0 {
+		t.Fatalf("stamp = %d, %v", stamp, err)
+	}
+	if err := s.SetCachedAt(ctx, projA.ID, "summary", "two facts", stamp); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s.Cached(ctx, projA.ID, "summary"); err != nil || !ok || v != "two facts" {
+		t.Fatalf("cached = %q %v %v", v, ok, err)
+	}
+	put(t, s, projA, fact("gamma", "The third fact."))
+	if _, ok, _ := s.Cached(ctx, projA.ID, "summary"); ok {
+		t.Fatal("cache kept past a write")
+	}
+
+	old := put(t, s, projA, fact("restored", "From an export."))
+	old.Body, old.UseCount = "From an export, again.", 7
+	if _, err := s.Delete(ctx, projA, memory.Selector{Key: "restored"}); err != nil {
+		t.Fatal(err)
+	}
+	r, created, err := s.Restore(ctx, projA, old)
+	if err != nil || !created || r.UseCount != 7 || r.Body != old.Body {
+		t.Fatalf("restore = %+v, %v, %v", r, created, err)
+	}
+
+	p := projB.ID
+	imp, err := s.Import(ctx, p, memory.Record{Type: memory.Semantic, Key: "from-file", Body: "Written by hand.", Confidence: 0.9, CreatedAt: clock.Now()},
+		memory.FileState{Stem: "from-file", Size: 16, MTime: 1, Hash: "h"}, nil, nil)
+	if err != nil || imp.ID == "" || imp.Confidence != 0.9 {
+		t.Fatalf("import = %+v, %v", imp, err)
+	}
+	if m, err := s.Mirrored(ctx, p); err != nil || len(m) != 1 || m[0].ID != imp.ID {
+		t.Fatalf("mirrored = %+v, %v", m, err)
+	}
+	if n, err := s.ReleaseMissingFiles(ctx, p, func(stem string) bool { return stem == "from-file" }); err != nil || n != 1 {
+		t.Fatalf("released = %d, %v", n, err)
+	}
+	if st, err := s.MirrorState(ctx, p); err != nil || len(st) != 0 {
+		t.Fatalf("state after release = %+v, %v", st, err)
+	}
+	ttl := time.Hour
+	w := fact("short-lived", "Gone soon.")
+	w.TTL = &ttl
+	put(t, s, projB, w)
+	clock.Add(2 * time.Hour)
+	if n, err := s.PurgeMirrored(ctx, projB); err != nil || n != 1 {
+		t.Fatalf("purge mirrored = %d, %v", n, err)
 	}
 }
