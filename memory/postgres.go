@@ -428,46 +428,140 @@ func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx,
 	return tx, err
 }
 
+// pgBegin begins a write transaction: BEGIN, the write lock, and the
+// transaction's id, kept so that a commit whose answer is lost can be
+// looked up (see pgTx.Commit), all in one round trip.
+var pgBegin = "BEGIN; SELECT pg_advisory_xact_lock(" + strconv.Itoa(pgWriteLock) + "); SELECT txid_current()"
+
 func (c *pgConn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	pc := c.inner.Conn()
 	if pc.IsClosed() {
 		return nil, driver.ErrBadConn
 	}
-	to := pgx.TxOptions{BeginQuery: "BEGIN; SELECT pg_advisory_xact_lock(" + strconv.Itoa(pgWriteLock) + ")"}
 	if opts.ReadOnly {
-		to = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+		tx, err := pc.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			if connLost(err) {
+				return nil, driver.ErrBadConn
+			}
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		c.inTx = true
+		return &pgTx{c: c, tx: tx, ctx: ctx}, nil
 	}
-	tx, err := pc.BeginTx(ctx, to)
+	res, err := pc.PgConn().Exec(ctx, pgBegin).ReadAll()
+	if err == nil && (len(res) != 3 || len(res[2].Rows) != 1 || len(res[2].Rows[0]) != 1) {
+		err = errors.New("unexpected answer to BEGIN")
+	}
+	var xid int64
+	if err == nil {
+		xid, err = strconv.ParseInt(string(res[2].Rows[0][0]), 10, 64)
+	}
 	if err != nil {
+		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
+			pc.PgConn().Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
+		}
 		if connLost(err) {
 			return nil, driver.ErrBadConn
 		}
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	c.inTx = true
-	return &pgTx{c: c, tx: tx, ctx: ctx}, nil
+	return &pgTx{c: c, xid: xid, ctx: ctx}, nil
 }
 
+// pgTx is a transaction: a read-only one of pgx's, or a write one begun
+// by pgBegin, with its id.
 type pgTx struct {
 	c   *pgConn
-	tx  pgx.Tx
+	tx  pgx.Tx // a read-only transaction; nil for a write one
+	xid int64
 	ctx context.Context
 }
 
+// Commit commits. When the COMMIT's answer does not arrive (the connection
+// lost, the context ended), whether it committed is looked up on another
+// connection: committed is success, so an acknowledged write is never
+// reported failed and done again by the caller; not committed is the
+// error, which may be retried; unknown (the server unreachable) is
+// commitUnknown, never retried.
 func (t *pgTx) Commit() error {
 	t.c.inTx = false
-	if err := t.tx.Commit(t.ctx); err != nil {
-		if connLost(err) {
-			return &commitUnknown{err: err}
-		}
-		return err
+	if t.tx != nil {
+		return t.tx.Commit(t.ctx)
 	}
-	return nil
+	res, err := t.c.inner.Conn().PgConn().Exec(t.ctx, "COMMIT").ReadAll()
+	if err == nil {
+		if len(res) == 1 && res[0].CommandTag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return err // the server answered: nothing was committed
+	}
+	switch t.c.outcome(t.ctx, t.xid) {
+	case "committed":
+		return nil
+	case "aborted":
+		if connLost(err) {
+			return err
+		}
+		return fmt.Errorf("commit: %w (the write was not saved)", err)
+	}
+	return &commitUnknown{err: err}
 }
 
 func (t *pgTx) Rollback() error {
 	t.c.inTx = false
-	return t.tx.Rollback(t.ctx)
+	if t.tx != nil {
+		return t.tx.Rollback(t.ctx)
+	}
+	pc := t.c.inner.Conn()
+	if pc.IsClosed() || pc.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := pc.PgConn().Exec(context.WithoutCancel(t.ctx), "ROLLBACK").ReadAll()
+	return err
+}
+
+// outcome looks up, on a new connection, whether the transaction xid of
+// c's lost connection committed: "committed", "aborted", or "" when it
+// cannot tell. A transaction still in progress belongs to a server
+// process that has not noticed its client is gone, and holds the write
+// lock meanwhile: it is ended (a role may end its own processes), which
+// settles the outcome either way.
+func (c *pgConn) outcome(ctx context.Context, xid int64) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectPatience)
+	defer cancel()
+	pid := c.inner.Conn().PgConn().PID()
+	dc, err := c.connector.Connect(ctx)
+	if err != nil {
+		return ""
+	}
+	defer dc.Close()
+	pc := dc.(*pgConn).inner.Conn()
+	wait := 10 * time.Millisecond
+	for i := 0; ; i++ {
+		var st *string
+		if err := pc.QueryRow(ctx, `SELECT txid_status($1)`, xid).Scan(&st); err != nil || st == nil {
+			return ""
+		}
+		if *st != "in progress" {
+			return *st
+		}
+		if i == 5 {
+			pc.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE pid = $1 AND backend_xid::text = ($2 % 4294967296)::text`, pid, xid)
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
