@@ -96,6 +96,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"ConcurrentMigration", testConcurrentMigration},
 		{"BytesPostgresCannotHold", testUnstorableBytes},
 		{"RestOfTheStore", testRestOfTheStore},
+		{"ConcurrentCaptures", testConcurrentCaptures},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -652,6 +653,19 @@ func testCache(t *testing.T, newDB NewDB) {
 	if _, ok, err := s.Cached(ctx, projA.ID, "instructions"); err != nil || ok {
 		t.Fatalf("cached text outlived a deletion in another store: %v %v", ok, err)
 	}
+	// Names differing in case, or in a LIKE wildcard, are names apart:
+	// saving one keeps the others.
+	names := []string{"Summary", "summary", "sum_ary", "summary%"}
+	for _, n := range names {
+		if err := s.SetCached(ctx, projA.ID, n, "text of "+n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		if v, ok, err := other.Cached(ctx, projA.ID, n); err != nil || !ok || v != "text of "+n {
+			t.Errorf("cached %s = %q %v %v", n, v, ok, err)
+		}
+	}
 }
 
 func testMoveProject(t *testing.T, newDB NewDB) {
@@ -936,5 +950,53 @@ func testRestOfTheStore(t *testing.T, newDB NewDB) {
 	clock.Add(2 * time.Hour)
 	if n, err := s.PurgeMirrored(ctx, projB); err != nil || n != 1 {
 		t.Fatalf("purge mirrored = %d, %v", n, err)
+	}
+}
+
+// Replicas capture at once: the same session through several stores
+// confirms a statement once and repeats a procedure once; distinct
+// sessions each count, so the statement is promoted exactly once.
+func testConcurrentCaptures(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	ss := []*memory.Store{Open(t, target, nil), Open(t, target, nil), Open(t, target, nil)}
+	capture := func(sid string) memory.Capture {
+		return memory.Capture{SessionID: sid, Statements: []string{"Deploys go out on Tuesdays."},
+			Sequences: []memory.Sequence{{Steps: []string{"make release", "make deploy"}, Succeeded: true}}}
+	}
+	run := func(sids ...string) {
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ss)*len(sids))
+		for _, s := range ss {
+			for _, sid := range sids {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := s.Capture(ctx, projA, capture(sid), 3); err != nil {
+						errs <- err
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	run("one")
+	s := ss[0]
+	if n, _ := s.Count(ctx, projA.ID, memory.Semantic); n != 0 {
+		t.Fatalf("one session, captured by every store, promoted the statement: %d facts", n)
+	}
+	if n, _ := s.Count(ctx, projA.ID, memory.Episodic); n != 1 {
+		t.Fatalf("episodes of one session = %d, want 1", n)
+	}
+	run("two", "three")
+	if n, _ := s.Count(ctx, projA.ID, memory.Semantic); n != 1 {
+		t.Fatalf("facts after three sessions = %d, want 1", n)
+	}
+	procs, err := s.Effective(ctx, projA.ID, []memory.Type{memory.Procedural}, 0)
+	if err != nil || len(procs) != 1 || procs[0].UseCount != 3 {
+		t.Fatalf("procedures = %+v, %v; want one used 3 times", procs, err)
 	}
 }
