@@ -501,7 +501,7 @@ func (t *pgTx) Commit() error {
 	if errors.As(err, &pe) {
 		return err // the server answered: nothing was committed
 	}
-	switch t.c.outcome(t.ctx, t.xid) {
+	switch t.c.outcome(t.ctx, t.xid, connectPatience) {
 	case "committed":
 		return nil
 	case "aborted":
@@ -519,7 +519,13 @@ func (t *pgTx) Rollback() error {
 		return t.tx.Rollback(t.ctx)
 	}
 	pc := t.c.inner.Conn()
-	if pc.IsClosed() || pc.PgConn().TxStatus() == 'I' {
+	if pc.IsClosed() {
+		// Lost in the middle: the server's process may not know yet, and
+		// would keep the write lock from every writer until it does.
+		t.c.outcome(t.ctx, t.xid, 2*time.Second)
+		return nil
+	}
+	if pc.PgConn().TxStatus() == 'I' {
 		return nil
 	}
 	_, err := pc.PgConn().Exec(context.WithoutCancel(t.ctx), "ROLLBACK").ReadAll()
@@ -528,12 +534,12 @@ func (t *pgTx) Rollback() error {
 
 // outcome looks up, on a new connection, whether the transaction xid of
 // c's lost connection committed: "committed", "aborted", or "" when it
-// cannot tell. A transaction still in progress belongs to a server
+// cannot tell within patience. A transaction still in progress belongs to a server
 // process that has not noticed its client is gone, and holds the write
 // lock meanwhile: it is ended (a role may end its own processes), which
 // settles the outcome either way.
-func (c *pgConn) outcome(ctx context.Context, xid int64) string {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), connectPatience)
+func (c *pgConn) outcome(ctx context.Context, xid int64, patience time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	defer cancel()
 	pid := c.inner.Conn().PgConn().PID()
 	dc, err := c.connector.Connect(ctx)

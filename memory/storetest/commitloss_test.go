@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,9 @@ type cutProxy struct {
 	ln     net.Listener
 	server string
 	mu     sync.Mutex
-	mode   string // "before", "after" or "" (pass everything)
+	mode   string // "before", "after", "hold", "midway" or "" (pass everything)
 	fired  chan struct{}
+	held   []net.Conn // server connections left open by "hold"
 }
 
 func startCutProxy(t *testing.T, server string) *cutProxy {
@@ -39,7 +41,15 @@ func startCutProxy(t *testing.T, server string) *cutProxy {
 	}
 	p := &cutProxy{ln: ln, server: server}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.held {
+			c.Close()
+		}
+		p.mu.Unlock()
+		wg.Wait()
+	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -60,6 +70,12 @@ func (p *cutProxy) arm(mode string) chan struct{} {
 	defer p.mu.Unlock()
 	p.mode, p.fired = mode, make(chan struct{})
 	return p.fired
+}
+
+func (p *cutProxy) peek() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode
 }
 
 func (p *cutProxy) take() string {
@@ -97,12 +113,27 @@ func (p *cutProxy) serve(client net.Conn) {
 	}()
 	defer func() {
 		// What was sent is the server's to finish: close its side only
-		// once it has had the time to.
-		time.AfterFunc(time.Second, func() { server.Close() })
-		<-done
+		// once it has had the time to; a held one stays open.
+		p.mu.Lock()
+		held := slices.Contains(p.held, server)
+		p.mu.Unlock()
+		if !held {
+			time.AfterFunc(time.Second, func() { server.Close() })
+			<-done
+		}
 	}()
+	// hold cuts the client off and leaves the server's side open: the
+	// server never learns its client is gone, and its process waits in
+	// the transaction, holding what it locked.
+	hold := func() {
+		mute.Store(true)
+		client.Close()
+		p.mu.Lock()
+		p.held = append(p.held, server)
+		p.mu.Unlock()
+	}
 	r := bufio.NewReader(client)
-	startup := true
+	startup, midway := true, false
 	for {
 		var head []byte
 		if startup {
@@ -119,10 +150,22 @@ func (p *cutProxy) serve(client net.Conn) {
 			return
 		}
 		msg := append(head, body...)
+		if midway {
+			// The transaction began; its next statement never arrives.
+			hold()
+			return
+		}
+		if !startup && head[0] == 'Q' && strings.HasPrefix(string(body), "BEGIN; SELECT pg_advisory_xact_lock") && p.peek() == "midway" {
+			p.take()
+			midway = true
+		}
 		if !startup && head[0] == 'Q' && strings.EqualFold(strings.TrimRight(string(body), "\x00; "), "commit") {
 			switch p.take() {
 			case "before":
 				server.Close()
+				return
+			case "hold":
+				hold()
 				return
 			case "after":
 				mute.Store(true)
@@ -140,9 +183,12 @@ func (p *cutProxy) serve(client net.Conn) {
 
 // A connection cut at COMMIT, before the server has it or after it has
 // committed: the store finds out which, so the write is acknowledged once
-// and saved once, and the uses it carried count once.
+// and saved once, and the uses it carried count once. Where the server
+// does not notice the cut (a network gone quiet rather than closed), its
+// process is left in the transaction holding the write lock, at COMMIT or
+// in the middle: the store ends it rather than wait on the lock behind it.
 func TestPostgresCommitCut(t *testing.T) {
-	for _, mode := range []string{"before", "after"} {
+	for _, mode := range []string{"before", "after", "hold", "midway"} {
 		t.Run(mode, func(t *testing.T) {
 			target := pgtest.New(t)
 			u, err := url.Parse(target)
@@ -163,7 +209,9 @@ func TestPostgresCommitCut(t *testing.T) {
 			}
 			fired := proxy.arm(mode)
 			w.Key, w.Body = "cut", "written while the connection was cut"
-			if _, _, err := s.Put(ctx, p, w); err != nil {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if _, _, err := s.Put(wctx, p, w); err != nil {
 				t.Errorf("put across a cut %s commit: %v", mode, err)
 			}
 			select {
