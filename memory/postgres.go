@@ -122,6 +122,9 @@ const (
 	pgMigrateLock = 0x6d6967726174 // "migrat"
 )
 
+// pgIdleInTx is how long the server lets a store's transaction sit idle.
+const pgIdleInTx = "1min"
+
 // openPostgres opens the database at target and migrates it.
 func openPostgres(ctx context.Context, target string, now func() time.Time) (*Store, error) {
 	name := redact(target)
@@ -129,6 +132,15 @@ func openPostgres(ctx context.Context, target string, now func() time.Time) (*St
 	if err != nil {
 		// pgx's message may quote the URL: keep only its kind.
 		return nil, fmt.Errorf("open database %s: the URL does not parse", name)
+	}
+	// A replica that stops in the middle of a write (a frozen machine, a
+	// network gone quiet) leaves its server process in the transaction,
+	// holding the write lock from every other replica; the server ends
+	// such a transaction after this long idle. The store's own are never
+	// idle for more than the moments between statements. A URL may set
+	// its own.
+	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = pgIdleInTx
 	}
 	db := sql.OpenDB(&pgConnector{inner: stdlib.GetConnector(*cfg), name: name})
 	db.SetMaxOpenConns(16)

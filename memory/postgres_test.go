@@ -235,3 +235,23 @@ func TestPostgresUnstorableValue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The server ends a store's transaction left idle (a replica frozen in the
+// middle of a write), unless the URL says otherwise.
+func TestPostgresIdleTransactionsEnd(t *testing.T) {
+	target := pgtest.New(t)
+	for url, want := range map[string]string{
+		target: pgIdleInTx,
+		target + "&idle_in_transaction_session_timeout=5s": "5s",
+	} {
+		s, err := Open(ctx, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := s.db.QueryRowContext(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&got); err != nil || got != want {
+			t.Errorf("idle_in_transaction_session_timeout = %q, %v; want %q", got, err, want)
+		}
+		s.Close()
+	}
+}
