@@ -63,7 +63,14 @@ func redact(target string) string {
 		}
 	}
 	// password, sslpassword (the client key's): any parameter naming one.
-	q := u.Query()
+	// A query that does not parse whole (a ';' between parameters) is not
+	// shown: what it holds is unknown.
+	u.Fragment, u.RawFragment = "", ""
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		u.RawQuery = "(unparsable)"
+		return u.String()
+	}
 	hidden := false
 	for k := range q {
 		if strings.Contains(strings.ToLower(k), "password") {
