@@ -255,3 +255,43 @@ func TestPostgresIdleTransactionsEnd(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A database at the first schema, with sessions' statements in it, takes
+// the later migrations on open and keeps what it held.
+func TestPostgresMigratesFirstSchema(t *testing.T) {
+	target := pgtest.New(t)
+	s, err := Open(ctx, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to the first schema, as a database made by the build that had
+	// only it.
+	for _, q := range []string{
+		`DROP INDEX statement_sessions_key`, `DROP INDEX statement_sessions_statement`,
+		`ALTER TABLE statement_sessions ADD PRIMARY KEY (project, statement, session_id)`,
+		`DELETE FROM memory_migrations WHERE version > 1`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	p := Project{ID: "p"}
+	if _, err := s.Capture(ctx, p, Capture{SessionID: "s1", Statements: []string{"Releases are tagged on main."}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	names, _ := pgMigrationNames()
+	var v int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil || v != len(names) {
+		t.Fatalf("version = %d, %v; want %d", v, err, len(names))
+	}
+	res, err := s.Capture(ctx, p, Capture{SessionID: "s2", Statements: []string{"Releases are tagged on main."}}, 2)
+	if err != nil || len(res.Promoted) != 1 {
+		t.Fatalf("second session after the migration = %+v, %v", res, err)
+	}
+}

@@ -97,6 +97,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"BytesPostgresCannotHold", testUnstorableBytes},
 		{"RestOfTheStore", testRestOfTheStore},
 		{"ConcurrentCaptures", testConcurrentCaptures},
+		{"LongStatementConfirmed", testLongStatement},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -998,5 +999,29 @@ func testConcurrentCaptures(t *testing.T, newDB NewDB) {
 	procs, err := s.Effective(ctx, projA.ID, []memory.Type{memory.Procedural}, 0)
 	if err != nil || len(procs) != 1 || procs[0].UseCount != 3 {
 		t.Fatalf("procedures = %+v, %v; want one used 3 times", procs, err)
+	}
+}
+
+// A statement as long as a fact may be, in words no compression shortens,
+// is confirmed by a second session and promoted, and a session repeating
+// it counts once.
+func testLongStatement(t *testing.T, newDB NewDB) {
+	s := Open(t, newDB(t), NewClock())
+	var words []string
+	for i := range 2000 {
+		words = append(words, fmt.Sprintf("w%x", uint64(i)*0x9e3779b97f4a7c15))
+	}
+	long := strings.Join(words, " ") + "."
+	for _, sid := range []string{"s1", "s1", "s2"} {
+		res, err := s.Capture(ctx, projA, memory.Capture{SessionID: sid, Statements: []string{long}}, 2)
+		if err != nil || len(res.Refused) != 0 {
+			t.Fatalf("capture %s of a %d-byte statement = %+v, %v", sid, len(long), res.Refused, err)
+		}
+		if sid == "s1" && (len(res.Pending) != 1 || res.Pending[0].Confirmations != 1) {
+			t.Fatalf("after %s: pending %+v", sid, res.Pending)
+		}
+		if sid == "s2" && (len(res.Promoted) != 1 || res.Promoted[0].Body != long) {
+			t.Fatalf("after %s: promoted %d", sid, len(res.Promoted))
+		}
 	}
 }
