@@ -42,9 +42,10 @@ type pgQuery struct {
 	write bool
 }
 
-// pgQueries caches translations. A few statements are built with values
-// in their text (the rowids of a semantic search), so the cache starts
-// over when it grows past pgQueriesMax rather than grow without end.
+// pgQueries caches translations. The store's statements carry their
+// values as arguments, so there are a few hundred of them; should one be
+// built with values in its text, the cache starts over when it grows past
+// pgQueriesMax rather than grow without end.
 var pgQueries struct {
 	sync.RWMutex
 	m map[string]*pgQuery

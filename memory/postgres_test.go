@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory/pgtest"
+	"prom.codes/memory-mcp/memory/vector"
 )
 
 // The search index of every replica catches up from the changes table by
@@ -293,5 +294,35 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 	res, err := s.Capture(ctx, p, Capture{SessionID: "s2", Statements: []string{"Releases are tagged on main."}}, 2)
 	if err != nil || len(res.Promoted) != 1 {
 		t.Fatalf("second session after the migration = %+v, %v", res, err)
+	}
+}
+
+// Reading the records of semantic hits, each time for another set of
+// rowids, prepares one statement per connection, not one per set: the
+// server keeps every statement a connection prepared.
+func TestPostgresHitsReadWithOneStatement(t *testing.T) {
+	s, err := Open(ctx, pgtest.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.db.SetMaxOpenConns(1)
+	p := Project{ID: "p"}
+	prepared := func() int {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := prepared()
+	for i := range 40 {
+		ns := []vector.Match{{ID: int64(i)}, {ID: int64(i + 1000)}, {ID: int64(i * 7)}}
+		if _, err := s.effectiveRows(ctx, p.ID, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := prepared() - before; n > 2 {
+		t.Errorf("%d statements prepared on one connection for 40 reads of hits", n)
 	}
 }
