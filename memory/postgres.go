@@ -135,6 +135,11 @@ const pgIdleInTx = "1min"
 // openPostgres opens the database at target and migrates it.
 func openPostgres(ctx context.Context, target string, now func() time.Time) (*Store, error) {
 	name := redact(target)
+	// A scheme is case-insensitive; pgx takes it in lower case only, and
+	// would read POSTGRES://… as a list of key=value settings.
+	if i := strings.Index(target, "://"); i > 0 {
+		target = strings.ToLower(target[:i]) + target[i:]
+	}
 	cfg, err := pgx.ParseConfig(target)
 	if err != nil {
 		// pgx's message may quote the URL: keep only its kind.

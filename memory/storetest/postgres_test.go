@@ -152,6 +152,11 @@ func TestPostgresPasswordNeverShown(t *testing.T) {
 	if !memory.IsURL(u.String()) || memory.IsURL("/tmp/memory.db") || !memory.IsURL("postgresql://x/y") {
 		t.Error("IsURL")
 	}
+	// A scheme in capitals is the same scheme.
+	upper := storetest.Open(t, "POSTGRESQL"+strings.TrimPrefix(pgtest.New(t), "postgres"), nil)
+	if err := upper.Ping(context.Background()); err != nil {
+		t.Errorf("ping through a POSTGRESQL:// URL: %v", err)
+	}
 }
 
 // What only a SQLite file can do says what to use instead.
