@@ -203,7 +203,7 @@ func checkTags(tags []string) ([]string, error) {
 		if t == "" {
 			return nil, Errorf(CodeInvalidArgument, fmt.Sprintf("tags[%d]", i), "is empty")
 		}
-		if len(t) > MaxTagLen || !utf8.ValidString(t) || strings.ContainsAny(t, "\n\r\t") {
+		if len(t) > MaxTagLen || !utf8.ValidString(t) || strings.IndexFunc(t, unicode.IsControl) >= 0 {
 			return nil, Errorf(CodeInvalidArgument, fmt.Sprintf("tags[%d]", i), "must be one line of valid UTF-8, at most %d bytes", MaxTagLen)
 		}
 		if !slices.Contains(out, t) {

@@ -845,7 +845,19 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 		_, _, err := s.Put(ctx, projA, w)
 		invalid(fmt.Sprintf("put with session id %q", sid), err)
 	}
+	// A NUL in a tag, stored, would break every listing by tag on
+	// PostgreSQL, whose JSON refuses \u0000.
+	w = fact("nul-tag", "body")
+	w.Tags = []string{"ok", "bad\x00tag"}
+	_, _, err = s.Put(ctx, projA, w)
+	invalid("put with a NUL in a tag", err)
 	r := put(t, s, projA, fact("kept", "body"))
+	w = fact("tagged", "body")
+	w.Tags = []string{"ok"}
+	put(t, s, projA, w)
+	if got, _, err := s.List(ctx, projA.ID, memory.ListOptions{Tag: "ok"}); err != nil || len(got) != 1 || got[0].Key != "tagged" {
+		t.Errorf("list by tag = %+v, %v", got, err)
+	}
 	d := "one\x00two"
 	_, err = s.Update(ctx, projA, memory.Selector{Key: "kept"}, memory.Patch{Description: &d})
 	invalid("update with a NUL in the description", err)
