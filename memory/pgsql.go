@@ -24,6 +24,8 @@ import (
 //     plan kept for a prepared statement reads by the primary key (a join
 //     with the function's rows scans the table);
 //   - LIMIT -1 becomes LIMIT ALL;
+//   - LIKE becomes ILIKE, which ignores the case of ASCII letters as
+//     SQLite's LIKE does (the columns are COLLATE "C": no more than those);
 //   - PRAGMA user_version reads the PostgreSQL migrations' version.
 //
 // Constructs with no equivalent here (INSERT OR REPLACE, UPDATE OR IGNORE,
@@ -103,8 +105,8 @@ func translate(q string) (*pgQuery, error) {
 	return &pgQuery{sql: out, names: names, write: pgWrite.MatchString(out)}, nil
 }
 
-// rewriteCalls renames scalar max and min and rewrites json_each, outside
-// string literals and quoted names.
+// rewriteCalls renames scalar max and min, rewrites json_each and LIKE,
+// outside string literals and quoted names.
 func rewriteCalls(s string) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -143,7 +145,13 @@ func rewriteCalls(s string) (string, error) {
 				i = end + 1
 				continue
 			}
-			b.WriteString(s[i:j])
+			if word == "like" {
+				// SQLite's LIKE ignores the case of ASCII letters; so does
+				// ILIKE over the schema's COLLATE "C" columns, and no more.
+				b.WriteString("ILIKE")
+			} else {
+				b.WriteString(s[i:j])
+			}
 			i = j
 			continue
 		}

@@ -23,6 +23,7 @@ func TestTranslateForPostgres(t *testing.T) {
 		{in: `  INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING`, want: `  INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING`, write: true},
 		{in: `DELETE FROM t WHERE a = ? RETURNING b`, want: `DELETE FROM t WHERE a = $1 RETURNING b`, write: true},
 		{in: `PRAGMA user_version`, want: `SELECT coalesce(max(version), 0) FROM memory_migrations`},
+		{in: `SELECT a FROM t WHERE a LIKE ? ESCAPE '\' AND b not like 'like'`, want: `SELECT a FROM t WHERE a ILIKE $1 ESCAPE '\' AND b not ILIKE 'like'`},
 	} {
 		q, err := translate(c.in)
 		if err != nil {

@@ -326,3 +326,32 @@ func TestPostgresHitsReadWithOneStatement(t *testing.T) {
 		t.Errorf("%d statements prepared on one connection for 40 reads of hits", n)
 	}
 }
+
+// LIKE ignores the case of ASCII letters and no others, on both stores.
+func TestPostgresLikeAsSQLite(t *testing.T) {
+	lite, _ := mustOpen(t)
+	pg, err := Open(ctx, pgtest.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	count := func(s *Store, pattern string) int {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM cache WHERE name LIKE ?`, pattern).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, s := range []*Store{lite, pg} {
+		for _, name := range []string{"ABC", "abc", "ÄBC", "äbc", "a_c"} {
+			if _, err := s.db.ExecContext(ctx, `INSERT INTO cache (project, name, value) VALUES ('p', ?, '')`, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, pattern := range []string{"abc", "ABC", "äbc", "ÄBC", "a_c", "%C", "Ä%"} {
+		if a, b := count(lite, pattern), count(pg, pattern); a != b {
+			t.Errorf("LIKE %q: %d on SQLite, %d on PostgreSQL", pattern, a, b)
+		}
+	}
+}
