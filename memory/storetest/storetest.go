@@ -98,6 +98,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"RestOfTheStore", testRestOfTheStore},
 		{"ConcurrentCaptures", testConcurrentCaptures},
 		{"LongStatementConfirmed", testLongStatement},
+		{"ExpiryAcrossStores", testExpiryAcrossStores},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -1035,5 +1036,36 @@ func testLongStatement(t *testing.T, newDB NewDB) {
 		if sid == "s2" && (len(res.Promoted) != 1 || res.Promoted[0].Body != long) {
 			t.Fatalf("after %s: promoted %d", sid, len(res.Promoted))
 		}
+	}
+}
+
+// One store purges what expired; another, which counted and indexed the
+// record while it lived, no longer counts, finds or reads it.
+func testExpiryAcrossStores(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	ca, cb := NewClock(), NewClock()
+	a, b := Open(t, target, ca), Open(t, target, cb)
+	hour := time.Hour
+	put(t, a, projA, memory.Write{Scope: scope.Project, Type: memory.Episodic, Key: "brief", Body: "ephemeral walrus", TTL: &hour})
+	put(t, a, projA, memory.Write{Scope: scope.Project, Type: memory.Episodic, Key: "lasting", Body: "durable walrus"})
+	if n, err := b.Count(ctx, projA.ID, memory.Episodic); err != nil || n != 2 {
+		t.Fatalf("b counts %d, %v", n, err)
+	}
+	if hits, err := b.Search(ctx, projA.ID, memory.SearchOptions{Query: "walrus"}); err != nil || len(hits) != 2 {
+		t.Fatalf("b finds %d, %v", len(hits), err)
+	}
+	ca.Add(2 * time.Hour)
+	if n, err := a.Purge(ctx); err != nil || n != 1 {
+		t.Fatalf("purge = %d, %v", n, err)
+	}
+	// b's clock has not reached the expiry: the record is gone all the same.
+	if n, err := b.Count(ctx, projA.ID, memory.Episodic); err != nil || n != 1 {
+		t.Errorf("b counts %d after the purge, %v", n, err)
+	}
+	if hits, err := b.Search(ctx, projA.ID, memory.SearchOptions{Query: "walrus"}); err != nil || len(hits) != 1 || hits[0].Record.Key != "lasting" {
+		t.Errorf("b finds %+v after the purge, %v", hits, err)
+	}
+	if _, err := b.Get(ctx, projA.ID, memory.Selector{Key: "brief"}); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("b reads the purged record: %v", err)
 	}
 }
