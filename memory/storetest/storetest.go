@@ -852,6 +852,10 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 	w.Tags = []string{"ok", "bad\x00tag"}
 	_, _, err = s.Put(ctx, projA, w)
 	invalid("put with a NUL in a tag", err)
+	for _, name := range []string{"ci\xff", "ci\x00", "ci\tbot"} {
+		_, _, err := s.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann", Name: name})
+		invalid(fmt.Sprintf("token named %q", name), err)
+	}
 	r := put(t, s, projA, fact("kept", "body"))
 	w = fact("tagged", "body")
 	w.Tags = []string{"ok"}
