@@ -217,6 +217,9 @@ func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([
 		args = append(args, sql.Named("scope", int(*opts.Scope)))
 	}
 	if opts.Tag != "" {
+		if !pgText(opts.Tag) {
+			return nil, "", nil // no stored tag holds these bytes (PostgreSQL could not)
+		}
 		where += ` AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @tag)`
 		args = append(args, sql.Named("tag", opts.Tag))
 	}
@@ -249,7 +252,7 @@ func decodeCursor(c string) (key, typ string, err error) {
 	if err == nil {
 		var ok bool
 		key, typ, ok = strings.Cut(string(b), "\x00")
-		if ok {
+		if ok && pgText(key) && pgText(typ) {
 			return key, typ, nil
 		}
 	}

@@ -9,6 +9,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -863,6 +864,14 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 	if got, _, err := s.List(ctx, projA.ID, memory.ListOptions{Tag: "ok"}); err != nil || len(got) != 1 || got[0].Key != "tagged" {
 		t.Errorf("list by tag = %+v, %v", got, err)
 	}
+	for _, tag := range []string{"ok\x00", "\xff"} {
+		if got, next, err := s.List(ctx, projA.ID, memory.ListOptions{Tag: tag}); err != nil || len(got) != 0 || next != "" {
+			t.Errorf("list by tag %q = %+v %q, %v", tag, got, next, err)
+		}
+	}
+	bad := base64.RawURLEncoding.EncodeToString([]byte("k\xff\x00semantic"))
+	_, _, err = s.List(ctx, projA.ID, memory.ListOptions{Cursor: bad})
+	invalid("list from a cursor holding invalid UTF-8", err)
 	d := "one\x00two"
 	_, err = s.Update(ctx, projA, memory.Selector{Key: "kept"}, memory.Patch{Description: &d})
 	invalid("update with a NUL in the description", err)
