@@ -100,6 +100,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"ConcurrentCaptures", testConcurrentCaptures},
 		{"LongStatementConfirmed", testLongStatement},
 		{"ExpiryAcrossStores", testExpiryAcrossStores},
+		{"RevokeWhileAuthenticating", testRevokeWhileAuthenticating},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -1081,4 +1082,62 @@ func testExpiryAcrossStores(t *testing.T, newDB NewDB) {
 	if _, err := b.Get(ctx, projA.ID, memory.Selector{Key: "brief"}); !errors.Is(err, memory.ErrNotFound) {
 		t.Errorf("b reads the purged record: %v", err)
 	}
+}
+
+// A token revoked through one store while others authenticate with it:
+// each check answers the token or not found, never an error, and none
+// begun after the revocation returned lets the token in.
+func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	clock := NewClock()
+	admin := Open(t, target, clock)
+	secret, tok, err := admin.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stores = 3
+	var revoked sync.WaitGroup
+	revoked.Add(stores)
+	var done bool
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range stores {
+		s := Open(t, target, clock)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				mu.Lock()
+				after := done
+				mu.Unlock()
+				clock.Add(time.Minute) // every check notes the use: a write
+				_, err := s.Authenticate(ctx, secret)
+				switch {
+				case err == nil && after:
+					t.Error("a token authenticated after its revocation")
+				case err != nil && !errors.Is(err, memory.ErrNotFound):
+					t.Errorf("authenticate: %v", err)
+				case err != nil && i < 3:
+					t.Errorf("authenticate before the revocation: %v", err)
+				}
+				if after || err != nil && i < 3 {
+					if i < 3 {
+						revoked.Done()
+					}
+					return
+				}
+				if i == 3 {
+					revoked.Done() // each has let the token in a few times
+				}
+			}
+		}()
+	}
+	revoked.Wait()
+	if _, err := admin.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	wg.Wait()
 }
