@@ -801,3 +801,21 @@ func (s *pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (dri
 func (s *pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	return s.c.query(ctx, s.q, args)
 }
+
+// purgeTime is the time before which expired records are deleted: this
+// process's clock, and on PostgreSQL no later than the database server's.
+// Replicas share the database but not a clock; one whose clock runs ahead
+// would otherwise delete, for every replica, records that have not
+// expired yet. (A slow clock only purges late; reads hide what expired by
+// each replica's own clock either way.)
+func (s *Store) purgeTime(ctx context.Context) (int64, error) {
+	now := s.now().UnixNano()
+	if !s.pg {
+		return now, nil
+	}
+	var server int64
+	if err := s.db.QueryRowContext(ctx, `SELECT CAST(extract(epoch FROM clock_timestamp()) * 1000000 AS BIGINT) * 1000`).Scan(&server); err != nil {
+		return 0, err
+	}
+	return min(now, server), nil
+}

@@ -281,3 +281,33 @@ func TestPostgresLeastPrivilege(t *testing.T) {
 		t.Fatalf("tables in public = %d, %v", n, err)
 	}
 }
+
+// A replica whose clock runs two days ahead purges nothing the database's
+// clock has not seen expire: it would delete, for every replica, records
+// still alive.
+func TestPostgresFastClockPurgesNothingEarly(t *testing.T) {
+	target := pgtest.New(t)
+	right, fast := storetest.NewClock(), storetest.NewClock()
+	right.Add(time.Since(right.Now()))
+	fast.Add(time.Since(fast.Now()) + 48*time.Hour)
+	a := storetest.Open(t, target, right)
+	hour := time.Hour
+	p := memory.Project{ID: scope.IdentityOf("/work/clock")}
+	for _, typ := range []memory.Type{memory.Episodic, memory.Semantic} {
+		if _, _, err := a.Put(context.Background(), p, memory.Write{Scope: scope.Project, Type: typ, Key: "alive", Body: "for an hour", TTL: &hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := storetest.Open(t, target, fast) // opening purges
+	if n, err := b.Purge(context.Background()); err != nil || n != 0 {
+		t.Errorf("purge by the fast replica = %d, %v", n, err)
+	}
+	if n, err := b.PurgeMirrored(context.Background(), p); err != nil || n != 0 {
+		t.Errorf("purge of mirrored records by the fast replica = %d, %v", n, err)
+	}
+	for _, typ := range []memory.Type{memory.Episodic, memory.Semantic} {
+		if r, err := a.Get(context.Background(), p.ID, memory.Selector{Key: "alive", Type: typ}); err != nil || r.Body != "for an hour" {
+			t.Errorf("%s record after the fast replica's purge = %+v, %v", typ, r, err)
+		}
+	}
+}
