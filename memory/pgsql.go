@@ -80,7 +80,8 @@ var (
 	pgRowidIn   = regexp.MustCompile(`(?i)\b(\w+\.)?rowid\s+IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(([^()]*)\)\s*\)`)
 	pgLimitAll  = regexp.MustCompile(`(?i)\bLIMIT\s+-1\b`)
 	pgRefused   = regexp.MustCompile(`(?i)\b(INSERT\s+OR\s+\w+|UPDATE\s+OR\s+\w+|REPLACE\s+INTO|VACUUM|PRAGMA)\b`)
-	pgWrite     = regexp.MustCompile(`(?i)^\s*(INSERT|UPDATE|DELETE)\b`)
+	// A write: INSERT, UPDATE or DELETE, after any comments, or in a WITH.
+	pgWrite = regexp.MustCompile(`(?is)^(\s|--[^\n]*\n)*((INSERT|UPDATE|DELETE)\b|WITH\b.*\b(INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b)`)
 )
 
 func translate(q string) (*pgQuery, error) {

@@ -23,6 +23,10 @@ func TestTranslateForPostgres(t *testing.T) {
 		{in: `  INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING`, want: `  INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING`, write: true},
 		{in: `DELETE FROM t WHERE a = ? RETURNING b`, want: `DELETE FROM t WHERE a = $1 RETURNING b`, write: true},
 		{in: `PRAGMA user_version`, want: `SELECT coalesce(max(version), 0) FROM memory_migrations`},
+		{in: "-- why\nDELETE FROM t", want: "-- why\nDELETE FROM t", write: true},
+		{in: "WITH x AS (SELECT 1) DELETE FROM t WHERE a IN (SELECT * FROM x)", want: "WITH x AS (SELECT 1) DELETE FROM t WHERE a IN (SELECT * FROM x)", write: true},
+		{in: "WITH gone AS (DELETE FROM t RETURNING a)\nSELECT count(*) FROM gone", want: "WITH gone AS (DELETE FROM t RETURNING a)\nSELECT count(*) FROM gone", write: true},
+		{in: "WITH ids AS (SELECT updated_at FROM t) SELECT * FROM ids", want: "WITH ids AS (SELECT updated_at FROM t) SELECT * FROM ids"},
 		{in: `SELECT a FROM t WHERE a LIKE ? ESCAPE '\' AND b not like 'like'`, want: `SELECT a FROM t WHERE a ILIKE $1 ESCAPE '\' AND b not ILIKE 'like'`},
 	} {
 		q, err := translate(c.in)
