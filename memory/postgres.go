@@ -166,6 +166,10 @@ func openPostgres(ctx context.Context, target string, now func() time.Time) (*St
 			return nil, &advised{err: fmt.Errorf("open database %s: %w", name, err),
 				advice: "the role needs CREATE on the schema it migrates: GRANT CREATE ON SCHEMA to it, or give it a schema of its own (CREATE SCHEMA … AUTHORIZATION) and name it with ?search_path= in the URL"}
 		}
+		if errors.As(err, &pe) && pe.Code == "3F000" {
+			return nil, &advised{err: fmt.Errorf("open database %s: %w", name, err),
+				advice: "the schema the URL's search_path names does not exist: create it (CREATE SCHEMA … AUTHORIZATION the role) or name another"}
+		}
 		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
 	return s, nil

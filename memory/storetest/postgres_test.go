@@ -245,6 +245,14 @@ func TestPostgresLeastPrivilege(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "GRANT CREATE ON SCHEMA") || strings.Contains(err.Error(), "pw-s3cret") {
 		t.Fatalf("open without CREATE = %v", err)
 	}
+	q := u.Query()
+	q.Set("search_path", "no_such_schema")
+	missing := *u
+	missing.RawQuery = q.Encode()
+	_, err = memory.Open(ctx, missing.String(), nil)
+	if err == nil || !strings.Contains(err.Error(), "search_path names does not exist") || strings.Contains(err.Error(), "pw-s3cret") {
+		t.Fatalf("open with a search_path naming no schema = %v", err)
+	}
 	pgExec(t, target, `CREATE SCHEMA team_a AUTHORIZATION `+role, `CREATE SCHEMA team_b AUTHORIZATION `+role)
 	open := func(schema string) *memory.Store {
 		q := u.Query()
