@@ -70,23 +70,13 @@ func (s *Store) SetCachedAt(ctx context.Context, p scope.Identity, name, text st
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		// Older text goes, and with it the words of records deleted since.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM cache WHERE project = ? AND (name = ? OR name LIKE ? ESCAPE '\')`,
-			string(p), name, likePrefix(name)+"@%"); err != nil {
+		// name@… by a range of bytes: LIKE ignores case on SQLite, not on
+		// PostgreSQL, and would take another name's text on one of them.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM cache WHERE project = ? AND (name = ? OR name >= ? AND name < ?)`,
+			string(p), name, name+"@", name+"A"); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO cache (project, name, value) VALUES (?, ?, ?)`, string(p), cacheName(name, stamp), text)
 		return err
 	})
-}
-
-// likePrefix escapes s for a LIKE pattern.
-func likePrefix(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' || s[i] == '_' || s[i] == '\\' {
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }

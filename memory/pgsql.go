@@ -24,6 +24,8 @@ import (
 //     plan kept for a prepared statement reads by the primary key (a join
 //     with the function's rows scans the table);
 //   - LIMIT -1 becomes LIMIT ALL;
+//   - LIKE becomes ILIKE, which ignores the case of ASCII letters as
+//     SQLite's LIKE does (the columns are COLLATE "C": no more than those);
 //   - PRAGMA user_version reads the PostgreSQL migrations' version.
 //
 // Constructs with no equivalent here (INSERT OR REPLACE, UPDATE OR IGNORE,
@@ -42,9 +44,10 @@ type pgQuery struct {
 	write bool
 }
 
-// pgQueries caches translations. A few statements are built with values
-// in their text (the rowids of a semantic search), so the cache starts
-// over when it grows past pgQueriesMax rather than grow without end.
+// pgQueries caches translations. The store's statements carry their
+// values as arguments, so there are a few hundred of them; should one be
+// built with values in its text, the cache starts over when it grows past
+// pgQueriesMax rather than grow without end.
 var pgQueries struct {
 	sync.RWMutex
 	m map[string]*pgQuery
@@ -77,7 +80,8 @@ var (
 	pgRowidIn   = regexp.MustCompile(`(?i)\b(\w+\.)?rowid\s+IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(([^()]*)\)\s*\)`)
 	pgLimitAll  = regexp.MustCompile(`(?i)\bLIMIT\s+-1\b`)
 	pgRefused   = regexp.MustCompile(`(?i)\b(INSERT\s+OR\s+\w+|UPDATE\s+OR\s+\w+|REPLACE\s+INTO|VACUUM|PRAGMA)\b`)
-	pgWrite     = regexp.MustCompile(`(?i)^\s*(INSERT|UPDATE|DELETE)\b`)
+	// A write: INSERT, UPDATE or DELETE, after any comments, or in a WITH.
+	pgWrite = regexp.MustCompile(`(?is)^(\s|--[^\n]*\n)*((INSERT|UPDATE|DELETE)\b|WITH\b.*\b(INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b)`)
 )
 
 func translate(q string) (*pgQuery, error) {
@@ -102,8 +106,8 @@ func translate(q string) (*pgQuery, error) {
 	return &pgQuery{sql: out, names: names, write: pgWrite.MatchString(out)}, nil
 }
 
-// rewriteCalls renames scalar max and min and rewrites json_each, outside
-// string literals and quoted names.
+// rewriteCalls renames scalar max and min, rewrites json_each and LIKE,
+// outside string literals and quoted names.
 func rewriteCalls(s string) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -142,7 +146,13 @@ func rewriteCalls(s string) (string, error) {
 				i = end + 1
 				continue
 			}
-			b.WriteString(s[i:j])
+			if word == "like" {
+				// SQLite's LIKE ignores the case of ASCII letters; so does
+				// ILIKE over the schema's COLLATE "C" columns, and no more.
+				b.WriteString("ILIKE")
+			} else {
+				b.WriteString(s[i:j])
+			}
 			i = j
 			continue
 		}

@@ -23,6 +23,11 @@ func TestTranslateForPostgres(t *testing.T) {
 		{in: `  INSERT INTO t (a) VALUES (?) ON CONFLICT DO NOTHING`, want: `  INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING`, write: true},
 		{in: `DELETE FROM t WHERE a = ? RETURNING b`, want: `DELETE FROM t WHERE a = $1 RETURNING b`, write: true},
 		{in: `PRAGMA user_version`, want: `SELECT coalesce(max(version), 0) FROM memory_migrations`},
+		{in: "-- why\nDELETE FROM t", want: "-- why\nDELETE FROM t", write: true},
+		{in: "WITH x AS (SELECT 1) DELETE FROM t WHERE a IN (SELECT * FROM x)", want: "WITH x AS (SELECT 1) DELETE FROM t WHERE a IN (SELECT * FROM x)", write: true},
+		{in: "WITH gone AS (DELETE FROM t RETURNING a)\nSELECT count(*) FROM gone", want: "WITH gone AS (DELETE FROM t RETURNING a)\nSELECT count(*) FROM gone", write: true},
+		{in: "WITH ids AS (SELECT updated_at FROM t) SELECT * FROM ids", want: "WITH ids AS (SELECT updated_at FROM t) SELECT * FROM ids"},
+		{in: `SELECT a FROM t WHERE a LIKE ? ESCAPE '\' AND b not like 'like'`, want: `SELECT a FROM t WHERE a ILIKE $1 ESCAPE '\' AND b not ILIKE 'like'`},
 	} {
 		q, err := translate(c.in)
 		if err != nil {
@@ -46,9 +51,14 @@ func TestTranslateForPostgres(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://ann:s3cret@db:5432/memory?sslmode=require": "postgres://ann:xxxxx@db:5432/memory?sslmode=require",
-		"postgres://ann@db/memory":                             "postgres://ann@db/memory",
-		"postgresql://db/memory?password=s3cret&user=ann":      "postgresql://db/memory?password=xxxxx&user=ann",
+		"postgres://ann:s3cret@db:5432/memory?sslmode=require":       "postgres://ann:xxxxx@db:5432/memory?sslmode=require",
+		"postgres://ann@db/memory":                                   "postgres://ann@db/memory",
+		"postgresql://db/memory?password=s3cret&user=ann":            "postgresql://db/memory?password=xxxxx&user=ann",
+		"postgres://ann@db/memory?sslmode=disable;password=s3cret":   "postgres://ann@db/memory?(unparsable)",
+		"postgres://ann@db/memory#s3cret":                            "postgres://ann@db/memory",
+		"postgres://ann@db/memory?sslkey=k.pem&sslpassword=s3cret":   "postgres://ann@db/memory?sslkey=k.pem&sslpassword=xxxxx",
+		"postgres://ann:s3cret@db/memory?sslpassword=s3cret":         "postgres://ann:xxxxx@db/memory?sslpassword=xxxxx",
+		"postgres://ann:p%40ss@db/memory?password=s3cret&password=x": "postgres://ann:xxxxx@db/memory?password=xxxxx",
 	} {
 		if got := redact(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("redact(%s) = %s, want %s", in, got, want)

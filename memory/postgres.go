@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,12 +62,32 @@ func redact(target string) string {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
+	// password, sslpassword (the client key's): any parameter naming one.
+	// A query that does not parse whole (a ';' between parameters) is not
+	// shown: what it holds is unknown.
+	u.Fragment, u.RawFragment = "", ""
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		u.RawQuery = "(unparsable)"
+		return u.String()
+	}
+	hidden := false
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+			hidden = true
+		}
+	}
+	if hidden {
 		u.RawQuery = q.Encode()
 	}
 	return u.String()
+}
+
+// pgText reports whether PostgreSQL's TEXT can hold s: valid UTF-8
+// without NUL bytes.
+func pgText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // What each process keeps in memory, and how it sees other processes'
@@ -108,13 +129,30 @@ const (
 	pgMigrateLock = 0x6d6967726174 // "migrat"
 )
 
+// pgIdleInTx is how long the server lets a store's transaction sit idle.
+const pgIdleInTx = "1min"
+
 // openPostgres opens the database at target and migrates it.
 func openPostgres(ctx context.Context, target string, now func() time.Time) (*Store, error) {
 	name := redact(target)
+	// A scheme is case-insensitive; pgx takes it in lower case only, and
+	// would read POSTGRES://… as a list of key=value settings.
+	if i := strings.Index(target, "://"); i > 0 {
+		target = strings.ToLower(target[:i]) + target[i:]
+	}
 	cfg, err := pgx.ParseConfig(target)
 	if err != nil {
 		// pgx's message may quote the URL: keep only its kind.
 		return nil, fmt.Errorf("open database %s: the URL does not parse", name)
+	}
+	// A replica that stops in the middle of a write (a frozen machine, a
+	// network gone quiet) leaves its server process in the transaction,
+	// holding the write lock from every other replica; the server ends
+	// such a transaction after this long idle. The store's own are never
+	// idle for more than the moments between statements. A URL may set
+	// its own.
+	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = pgIdleInTx
 	}
 	db := sql.OpenDB(&pgConnector{inner: stdlib.GetConnector(*cfg), name: name})
 	db.SetMaxOpenConns(16)
@@ -123,6 +161,15 @@ func openPostgres(ctx context.Context, target string, now func() time.Time) (*St
 	s := &Store{db: db, path: name, now: now, pg: true, writing: make(chan struct{}, 1)}
 	if err := s.migratePostgres(ctx); err != nil {
 		db.Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "42501" {
+			return nil, &advised{err: fmt.Errorf("open database %s: %w", name, err),
+				advice: "the role needs CREATE on the schema it migrates: GRANT CREATE ON SCHEMA to it, or give it a schema of its own (CREATE SCHEMA … AUTHORIZATION) and name it with ?search_path= in the URL"}
+		}
+		if errors.As(err, &pe) && pe.Code == "3F000" {
+			return nil, &advised{err: fmt.Errorf("open database %s: %w", name, err),
+				advice: "the schema the URL's search_path names does not exist: create it (CREATE SCHEMA … AUTHORIZATION the role) or name another"}
+		}
 		return nil, fmt.Errorf("open database %s: %w", name, err)
 	}
 	return s, nil
@@ -409,46 +456,146 @@ func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx,
 	return tx, err
 }
 
+// pgBegin begins a write transaction: BEGIN, the write lock, and the
+// transaction's id, kept so that a commit whose answer is lost can be
+// looked up (see pgTx.Commit), all in one round trip.
+var pgBegin = "BEGIN; SELECT pg_advisory_xact_lock(" + strconv.Itoa(pgWriteLock) + "); SELECT txid_current()"
+
 func (c *pgConn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	pc := c.inner.Conn()
 	if pc.IsClosed() {
 		return nil, driver.ErrBadConn
 	}
-	to := pgx.TxOptions{BeginQuery: "BEGIN; SELECT pg_advisory_xact_lock(" + strconv.Itoa(pgWriteLock) + ")"}
 	if opts.ReadOnly {
-		to = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+		tx, err := pc.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			if connLost(err) {
+				return nil, driver.ErrBadConn
+			}
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		c.inTx = true
+		return &pgTx{c: c, tx: tx, ctx: ctx}, nil
 	}
-	tx, err := pc.BeginTx(ctx, to)
+	res, err := pc.PgConn().Exec(ctx, pgBegin).ReadAll()
+	if err == nil && (len(res) != 3 || len(res[2].Rows) != 1 || len(res[2].Rows[0]) != 1) {
+		err = errors.New("unexpected answer to BEGIN")
+	}
+	var xid int64
+	if err == nil {
+		xid, err = strconv.ParseInt(string(res[2].Rows[0][0]), 10, 64)
+	}
 	if err != nil {
+		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
+			pc.PgConn().Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
+		}
 		if connLost(err) {
 			return nil, driver.ErrBadConn
 		}
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	c.inTx = true
-	return &pgTx{c: c, tx: tx, ctx: ctx}, nil
+	return &pgTx{c: c, xid: xid, ctx: ctx}, nil
 }
 
+// pgTx is a transaction: a read-only one of pgx's, or a write one begun
+// by pgBegin, with its id.
 type pgTx struct {
 	c   *pgConn
-	tx  pgx.Tx
+	tx  pgx.Tx // a read-only transaction; nil for a write one
+	xid int64
 	ctx context.Context
 }
 
+// Commit commits. When the COMMIT's answer does not arrive (the connection
+// lost, the context ended), whether it committed is looked up on another
+// connection: committed is success, so an acknowledged write is never
+// reported failed and done again by the caller; not committed is the
+// error, which may be retried; unknown (the server unreachable) is
+// commitUnknown, never retried.
 func (t *pgTx) Commit() error {
 	t.c.inTx = false
-	if err := t.tx.Commit(t.ctx); err != nil {
-		if connLost(err) {
-			return &commitUnknown{err: err}
-		}
-		return err
+	if t.tx != nil {
+		return t.tx.Commit(t.ctx)
 	}
-	return nil
+	res, err := t.c.inner.Conn().PgConn().Exec(t.ctx, "COMMIT").ReadAll()
+	if err == nil {
+		if len(res) == 1 && res[0].CommandTag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return err // the server answered: nothing was committed
+	}
+	switch t.c.outcome(t.ctx, t.xid, connectPatience) {
+	case "committed":
+		return nil
+	case "aborted":
+		if connLost(err) {
+			return err
+		}
+		return fmt.Errorf("commit: %w (the write was not saved)", err)
+	}
+	return &commitUnknown{err: err}
 }
 
 func (t *pgTx) Rollback() error {
 	t.c.inTx = false
-	return t.tx.Rollback(t.ctx)
+	if t.tx != nil {
+		return t.tx.Rollback(t.ctx)
+	}
+	pc := t.c.inner.Conn()
+	if pc.IsClosed() {
+		// Lost in the middle: the server's process may not know yet, and
+		// would keep the write lock from every writer until it does.
+		t.c.outcome(t.ctx, t.xid, 2*time.Second)
+		return nil
+	}
+	if pc.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := pc.PgConn().Exec(context.WithoutCancel(t.ctx), "ROLLBACK").ReadAll()
+	return err
+}
+
+// outcome looks up, on a new connection, whether the transaction xid of
+// c's lost connection committed: "committed", "aborted", or "" when it
+// cannot tell within patience. A transaction still in progress belongs to a server
+// process that has not noticed its client is gone, and holds the write
+// lock meanwhile: it is ended (a role may end its own processes), which
+// settles the outcome either way.
+func (c *pgConn) outcome(ctx context.Context, xid int64, patience time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
+	defer cancel()
+	pid := c.inner.Conn().PgConn().PID()
+	dc, err := c.connector.Connect(ctx)
+	if err != nil {
+		return ""
+	}
+	defer dc.Close()
+	pc := dc.(*pgConn).inner.Conn()
+	wait := 10 * time.Millisecond
+	for i := 0; ; i++ {
+		var st *string
+		if err := pc.QueryRow(ctx, `SELECT txid_status($1)`, xid).Scan(&st); err != nil || st == nil {
+			return ""
+		}
+		if *st != "in progress" {
+			return *st
+		}
+		if i == 5 {
+			pc.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE pid = $1 AND backend_xid::text = ($2 % 4294967296)::text`, pid, xid)
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -591,6 +738,13 @@ func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error {
 			nv.Value = v
 		}
 	}
+	// PostgreSQL's TEXT holds neither NUL nor invalid UTF-8, where SQLite
+	// takes any bytes: say so plainly rather than pass on the server's
+	// encoding error. The store refuses such input before it gets here;
+	// this is for what slips past.
+	if v, ok := nv.Value.(string); ok && !pgText(v) {
+		return Errorf(CodeInvalidArgument, "", "a value holds a NUL byte or invalid UTF-8, which PostgreSQL cannot store")
+	}
 	// bool goes in as 0 or 1: the schema keeps SQLite's integer flags.
 	if b, ok := nv.Value.(bool); ok {
 		nv.Value = int64(0)
@@ -650,4 +804,22 @@ func (s *pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (dri
 
 func (s *pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	return s.c.query(ctx, s.q, args)
+}
+
+// purgeTime is the time before which expired records are deleted: this
+// process's clock, and on PostgreSQL no later than the database server's.
+// Replicas share the database but not a clock; one whose clock runs ahead
+// would otherwise delete, for every replica, records that have not
+// expired yet. (A slow clock only purges late; reads hide what expired by
+// each replica's own clock either way.)
+func (s *Store) purgeTime(ctx context.Context) (int64, error) {
+	now := s.now().UnixNano()
+	if !s.pg {
+		return now, nil
+	}
+	var server int64
+	if err := s.db.QueryRowContext(ctx, `SELECT CAST(extract(epoch FROM clock_timestamp()) * 1000000 AS BIGINT) * 1000`).Scan(&server); err != nil {
+		return 0, err
+	}
+	return min(now, server), nil
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory/pgtest"
+	"prom.codes/memory-mcp/memory/vector"
 )
 
 // The search index of every replica catches up from the changes table by
@@ -208,6 +210,148 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 	for c := range got {
 		if !want[c] && !strings.HasPrefix(c, "memory_migrations.") && c != "statement_sessions.rowid" && c != "records.rowid" {
 			t.Errorf("PostgreSQL schema has %s, which SQLite does not", c)
+		}
+	}
+}
+
+// What no check of the store's input caught (a cache name, a project's
+// root on a file system that allows any bytes) and PostgreSQL cannot hold
+// is an invalid_argument naming the cause, not the server's encoding error.
+func TestPostgresUnstorableValue(t *testing.T) {
+	s, err := Open(ctx, pgtest.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for what, err := range map[string]error{
+		"cache name": s.SetCached(ctx, "p", "name\x00", "text"),
+		"root":       s.NoteRoot(ctx, "p", "/work/\xff"),
+	} {
+		var me *Error
+		if !errors.As(err, &me) || me.Code != CodeInvalidArgument || !strings.Contains(err.Error(), "PostgreSQL cannot store") {
+			t.Errorf("%s = %v, want invalid_argument", what, err)
+		}
+	}
+	if err := s.NoteRoot(ctx, "p", "/work/ünïcode"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The server ends a store's transaction left idle (a replica frozen in the
+// middle of a write), unless the URL says otherwise.
+func TestPostgresIdleTransactionsEnd(t *testing.T) {
+	target := pgtest.New(t)
+	for url, want := range map[string]string{
+		target: pgIdleInTx,
+		target + "&idle_in_transaction_session_timeout=5s": "5s",
+	} {
+		s, err := Open(ctx, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := s.db.QueryRowContext(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&got); err != nil || got != want {
+			t.Errorf("idle_in_transaction_session_timeout = %q, %v; want %q", got, err, want)
+		}
+		s.Close()
+	}
+}
+
+// A database at the first schema, with sessions' statements in it, takes
+// the later migrations on open and keeps what it held.
+func TestPostgresMigratesFirstSchema(t *testing.T) {
+	target := pgtest.New(t)
+	s, err := Open(ctx, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to the first schema, as a database made by the build that had
+	// only it.
+	for _, q := range []string{
+		`DROP INDEX statement_sessions_key`, `DROP INDEX statement_sessions_statement`,
+		`ALTER TABLE statement_sessions ADD PRIMARY KEY (project, statement, session_id)`,
+		`DELETE FROM memory_migrations WHERE version > 1`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	p := Project{ID: "p"}
+	if _, err := s.Capture(ctx, p, Capture{SessionID: "s1", Statements: []string{"Releases are tagged on main."}}, 2); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	names, _ := pgMigrationNames()
+	var v int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil || v != len(names) {
+		t.Fatalf("version = %d, %v; want %d", v, err, len(names))
+	}
+	res, err := s.Capture(ctx, p, Capture{SessionID: "s2", Statements: []string{"Releases are tagged on main."}}, 2)
+	if err != nil || len(res.Promoted) != 1 {
+		t.Fatalf("second session after the migration = %+v, %v", res, err)
+	}
+}
+
+// Reading the records of semantic hits, each time for another set of
+// rowids, prepares one statement per connection, not one per set: the
+// server keeps every statement a connection prepared.
+func TestPostgresHitsReadWithOneStatement(t *testing.T) {
+	s, err := Open(ctx, pgtest.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.db.SetMaxOpenConns(1)
+	p := Project{ID: "p"}
+	prepared := func() int {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := prepared()
+	for i := range 40 {
+		ns := []vector.Match{{ID: int64(i)}, {ID: int64(i + 1000)}, {ID: int64(i * 7)}}
+		if _, err := s.effectiveRows(ctx, p.ID, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := prepared() - before; n > 2 {
+		t.Errorf("%d statements prepared on one connection for 40 reads of hits", n)
+	}
+}
+
+// LIKE ignores the case of ASCII letters and no others, on both stores.
+func TestPostgresLikeAsSQLite(t *testing.T) {
+	lite, _ := mustOpen(t)
+	pg, err := Open(ctx, pgtest.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	count := func(s *Store, pattern string) int {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM cache WHERE name LIKE ?`, pattern).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, s := range []*Store{lite, pg} {
+		for _, name := range []string{"ABC", "abc", "ÄBC", "äbc", "a_c"} {
+			if _, err := s.db.ExecContext(ctx, `INSERT INTO cache (project, name, value) VALUES ('p', ?, '')`, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, pattern := range []string{"abc", "ABC", "äbc", "ÄBC", "a_c", "%C", "Ä%"} {
+		if a, b := count(lite, pattern), count(pg, pattern); a != b {
+			t.Errorf("LIKE %q: %d on SQLite, %d on PostgreSQL", pattern, a, b)
 		}
 	}
 }

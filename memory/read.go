@@ -129,6 +129,10 @@ func (s *Store) args(p scope.Identity, more ...any) []any {
 // resolve finds the one record sel picks, as project p sees it.
 func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Selector) (Record, error) {
 	if sel.ID != "" {
+		if !pgText(sel.ID) {
+			// No stored id holds these bytes (PostgreSQL could not).
+			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")
+		}
 		r, err := getOne(ctx, q, `WHERE r.id = @id AND `+visible, s.args(p, sql.Named("id", sel.ID))...)
 		if errors.Is(err, ErrNotFound) {
 			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")
@@ -245,6 +249,9 @@ func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([
 		args = append(args, sql.Named("scope", int(*opts.Scope)))
 	}
 	if opts.Tag != "" {
+		if !pgText(opts.Tag) {
+			return nil, "", nil // no stored tag holds these bytes (PostgreSQL could not)
+		}
 		where += ` AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @tag)`
 		args = append(args, sql.Named("tag", opts.Tag))
 	}
@@ -277,7 +284,7 @@ func decodeCursor(c string) (key, typ string, err error) {
 	if err == nil {
 		var ok bool
 		key, typ, ok = strings.Cut(string(b), "\x00")
-		if ok {
+		if ok && pgText(key) && pgText(typ) {
 			return key, typ, nil
 		}
 	}

@@ -399,7 +399,10 @@ func (s *Store) newID() string {
 // can reach. Reads hide all of them the moment they expire.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	const expired = `expires_at IS NOT NULL AND expires_at <= ? AND NOT (scope = 0 AND type IN ('semantic', 'procedural'))`
-	now := s.now().UnixNano()
+	now, err := s.purgeTime(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
 	// Most opens find nothing to purge: look before taking the write lock.
 	var any bool
 	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE `+expired+`)`, now).Scan(&any); err != nil {
@@ -409,7 +412,7 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM records WHERE `+expired, now)
 		if err != nil {
 			return fmt.Errorf("purge: %w", err)
@@ -423,18 +426,22 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 // PurgeMirrored deletes project p's expired facts and procedures and their
 // markdown files, and reports how many.
 func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
+	now, err := s.purgeTime(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
 	var any bool
 	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE project = ? AND scope = 0
-		AND type IN ('semantic', 'procedural') AND expires_at IS NOT NULL AND expires_at <= ?)`, string(p.ID), s.now().UnixNano()).Scan(&any); err != nil {
+		AND type IN ('semantic', 'procedural') AND expires_at IS NOT NULL AND expires_at <= ?)`, string(p.ID), now).Scan(&any); err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
 	if !any {
 		return 0, nil
 	}
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
 		recs, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0
-			AND r.type IN ('semantic', 'procedural') AND r.expires_at IS NOT NULL AND r.expires_at <= ?`, string(p.ID), s.now().UnixNano())
+			AND r.type IN ('semantic', 'procedural') AND r.expires_at IS NOT NULL AND r.expires_at <= ?`, string(p.ID), now)
 		if err != nil {
 			return fmt.Errorf("purge: %w", err)
 		}

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"prom.codes/memory-mcp/scope"
 )
@@ -68,8 +70,8 @@ func (s *Store) CreateToken(ctx context.Context, nt NewToken) (string, Token, er
 			return "", Token{}, Errorf(CodeInvalidArgument, f.field, "must match %s", nameRE.String()[1:len(nameRE.String())-1])
 		}
 	}
-	if len(nt.Name) > 200 || strings.ContainsAny(nt.Name, "\n\r\x00") {
-		return "", Token{}, Errorf(CodeInvalidArgument, "name", "must be one line of at most 200 bytes")
+	if len(nt.Name) > 200 || !utf8.ValidString(nt.Name) || strings.IndexFunc(nt.Name, unicode.IsControl) >= 0 {
+		return "", Token{}, Errorf(CodeInvalidArgument, "name", "must be one line of valid UTF-8, at most 200 bytes")
 	}
 	var raw [32]byte
 	rand.Read(raw[:])
@@ -132,6 +134,9 @@ func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
 // returns what it was. Errors: ErrNotFound.
 func (s *Store) RevokeToken(ctx context.Context, idOrToken string) (Token, error) {
 	var t Token
+	if !pgText(idOrToken) {
+		return t, ErrNotFound // no token's id or value holds these bytes
+	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		t, err = scanToken(tx.QueryRowContext(ctx, `DELETE FROM tokens WHERE id = ? OR hash = ? RETURNING `+tokenCols, idOrToken, tokenHash(idOrToken)))

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"prom.codes/memory-mcp/scope"
@@ -141,6 +142,9 @@ func validate(w *Write) error {
 	if len(w.SessionID) > 200 {
 		return Errorf(CodeInvalidArgument, "session_id", "is longer than 200 bytes")
 	}
+	if !utf8.ValidString(w.SessionID) || strings.IndexFunc(w.SessionID, unicode.IsControl) >= 0 {
+		return Errorf(CodeInvalidArgument, "session_id", "must be one line of valid UTF-8")
+	}
 	return scanAll(w)
 }
 
@@ -183,6 +187,9 @@ func checkDescription(d string) (string, error) {
 	if !utf8.ValidString(d) {
 		return "", Errorf(CodeInvalidArgument, "description", "is not valid UTF-8")
 	}
+	if strings.ContainsRune(d, 0) {
+		return "", Errorf(CodeInvalidArgument, "description", "contains NUL bytes")
+	}
 	return d, nil
 }
 
@@ -196,7 +203,7 @@ func checkTags(tags []string) ([]string, error) {
 		if t == "" {
 			return nil, Errorf(CodeInvalidArgument, fmt.Sprintf("tags[%d]", i), "is empty")
 		}
-		if len(t) > MaxTagLen || !utf8.ValidString(t) || strings.ContainsAny(t, "\n\r\t") {
+		if len(t) > MaxTagLen || !utf8.ValidString(t) || strings.IndexFunc(t, unicode.IsControl) >= 0 {
 			return nil, Errorf(CodeInvalidArgument, fmt.Sprintf("tags[%d]", i), "must be one line of valid UTF-8, at most %d bytes", MaxTagLen)
 		}
 		if !slices.Contains(out, t) {

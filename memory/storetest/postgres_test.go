@@ -2,6 +2,8 @@ package storetest_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"strings"
@@ -150,6 +152,11 @@ func TestPostgresPasswordNeverShown(t *testing.T) {
 	if !memory.IsURL(u.String()) || memory.IsURL("/tmp/memory.db") || !memory.IsURL("postgresql://x/y") {
 		t.Error("IsURL")
 	}
+	// A scheme in capitals is the same scheme.
+	upper := storetest.Open(t, "POSTGRESQL"+strings.TrimPrefix(pgtest.New(t), "postgres"), nil)
+	if err := upper.Ping(context.Background()); err != nil {
+		t.Errorf("ping through a POSTGRESQL:// URL: %v", err)
+	}
 }
 
 // What only a SQLite file can do says what to use instead.
@@ -174,5 +181,141 @@ func TestPostgresMissingDatabase(t *testing.T) {
 	_, err = memory.Open(context.Background(), u.String(), nil)
 	if err == nil || !strings.Contains(err.Error(), "create the database first") {
 		t.Fatalf("open of a missing database = %v", err)
+	}
+}
+
+// pgExec runs stmts on target as its user.
+func pgExec(t *testing.T, target string, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// A database migrated by a newer build is refused, and left as it was.
+func TestPostgresNewerSchemaRefused(t *testing.T) {
+	target := pgtest.New(t)
+	s := storetest.Open(t, target, nil)
+	put := func(s *memory.Store) error {
+		_, _, err := s.Put(context.Background(), projX, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "kept", Body: "still here"})
+		return err
+	}
+	if err := put(s); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	pgExec(t, target, `INSERT INTO memory_migrations (version, applied_at) VALUES (99, 0)`)
+	_, err := memory.Open(context.Background(), target, nil)
+	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("open of a newer schema = %v", err)
+	}
+	pgExec(t, target, `DELETE FROM memory_migrations WHERE version = 99`)
+	s = storetest.Open(t, target, nil)
+	if r, err := s.Get(context.Background(), projX.ID, memory.Selector{Key: "kept"}); err != nil || r.Body != "still here" {
+		t.Fatalf("after the refusal = %+v, %v", r, err)
+	}
+}
+
+var projX = memory.Project{ID: scope.IdentityOf("/work/x")}
+
+// A role that may only log in is told what it lacks; one that owns a
+// schema of its own, named in the URL, migrates and works there, apart
+// from another schema of the same database; no password of the URL, the
+// client key's included, shows in Path.
+func TestPostgresLeastPrivilege(t *testing.T) {
+	var b [4]byte
+	rand.Read(b[:])
+	role := "memrole_" + hex.EncodeToString(b[:])
+	// Registered first, so it runs last: after the database is dropped.
+	t.Cleanup(func() { pgExec(t, pgtest.ServerURL(t), `DROP ROLE IF EXISTS `+role) })
+	target := pgtest.New(t)
+	ctx := context.Background()
+	pgExec(t, target, `CREATE ROLE `+role+` LOGIN PASSWORD 'pw-s3cret'`, `REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
+	u, _ := url.Parse(target)
+	u.User = url.UserPassword(role, "pw-s3cret")
+	_, err := memory.Open(ctx, u.String(), nil)
+	if err == nil || !strings.Contains(err.Error(), "GRANT CREATE ON SCHEMA") || strings.Contains(err.Error(), "pw-s3cret") {
+		t.Fatalf("open without CREATE = %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", "no_such_schema")
+	missing := *u
+	missing.RawQuery = q.Encode()
+	_, err = memory.Open(ctx, missing.String(), nil)
+	if err == nil || !strings.Contains(err.Error(), "search_path names does not exist") || strings.Contains(err.Error(), "pw-s3cret") {
+		t.Fatalf("open with a search_path naming no schema = %v", err)
+	}
+	pgExec(t, target, `CREATE SCHEMA team_a AUTHORIZATION `+role, `CREATE SCHEMA team_b AUTHORIZATION `+role)
+	open := func(schema string) *memory.Store {
+		q := u.Query()
+		q.Set("search_path", schema)
+		q.Set("sslpassword", "key-s3cret")
+		u := *u
+		u.RawQuery = q.Encode()
+		s := storetest.Open(t, u.String(), nil)
+		if strings.Contains(s.Path(), "s3cret") {
+			t.Errorf("Path() = %s", s.Path())
+		}
+		return s
+	}
+	a, bs := open("team_a"), open("team_b")
+	if _, _, err := a.Put(ctx, projX, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "only-a", Body: "in team a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Get(ctx, projX.ID, memory.Selector{Key: "only-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := a.Search(ctx, projX.ID, memory.SearchOptions{Query: "team"}); err != nil || len(h) != 1 {
+		t.Fatalf("search in team_a = %v, %v", h, err)
+	}
+	if _, err := bs.Get(ctx, projX.ID, memory.Selector{Key: "only-a"}); !errorsIs(err, memory.ErrNotFound) {
+		t.Fatalf("team_b sees team_a's record: %v", err)
+	}
+	var n int
+	conn, err := pgx.Connect(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("tables in public = %d, %v", n, err)
+	}
+}
+
+// A replica whose clock runs two days ahead purges nothing the database's
+// clock has not seen expire: it would delete, for every replica, records
+// still alive.
+func TestPostgresFastClockPurgesNothingEarly(t *testing.T) {
+	target := pgtest.New(t)
+	right, fast := storetest.NewClock(), storetest.NewClock()
+	right.Add(time.Since(right.Now()))
+	fast.Add(time.Since(fast.Now()) + 48*time.Hour)
+	a := storetest.Open(t, target, right)
+	hour := time.Hour
+	p := memory.Project{ID: scope.IdentityOf("/work/clock")}
+	for _, typ := range []memory.Type{memory.Episodic, memory.Semantic} {
+		if _, _, err := a.Put(context.Background(), p, memory.Write{Scope: scope.Project, Type: typ, Key: "alive", Body: "for an hour", TTL: &hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := storetest.Open(t, target, fast) // opening purges
+	if n, err := b.Purge(context.Background()); err != nil || n != 0 {
+		t.Errorf("purge by the fast replica = %d, %v", n, err)
+	}
+	if n, err := b.PurgeMirrored(context.Background(), p); err != nil || n != 0 {
+		t.Errorf("purge of mirrored records by the fast replica = %d, %v", n, err)
+	}
+	for _, typ := range []memory.Type{memory.Episodic, memory.Semantic} {
+		if r, err := a.Get(context.Background(), p.ID, memory.Selector{Key: "alive", Type: typ}); err != nil || r.Body != "for an hour" {
+			t.Errorf("%s record after the fast replica's purge = %+v, %v", typ, r, err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -94,6 +95,12 @@ func Run(t *testing.T, newDB NewDB) {
 		{"TwoStoresSeeEachOther", testTwoStores},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"ConcurrentMigration", testConcurrentMigration},
+		{"BytesPostgresCannotHold", testUnstorableBytes},
+		{"RestOfTheStore", testRestOfTheStore},
+		{"ConcurrentCaptures", testConcurrentCaptures},
+		{"LongStatementConfirmed", testLongStatement},
+		{"ExpiryAcrossStores", testExpiryAcrossStores},
+		{"RevokeWhileAuthenticating", testRevokeWhileAuthenticating},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -650,6 +657,19 @@ func testCache(t *testing.T, newDB NewDB) {
 	if _, ok, err := s.Cached(ctx, projA.ID, "instructions"); err != nil || ok {
 		t.Fatalf("cached text outlived a deletion in another store: %v %v", ok, err)
 	}
+	// Names differing in case, or in a LIKE wildcard, are names apart:
+	// saving one keeps the others.
+	names := []string{"Summary", "summary", "sum_ary", "summary%"}
+	for _, n := range names {
+		if err := s.SetCached(ctx, projA.ID, n, "text of "+n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		if v, ok, err := other.Cached(ctx, projA.ID, n); err != nil || !ok || v != "text of "+n {
+			t.Errorf("cached %s = %q %v %v", n, v, ok, err)
+		}
+	}
 }
 
 func testMoveProject(t *testing.T, newDB NewDB) {
@@ -804,4 +824,320 @@ func testConcurrentMigration(t *testing.T, newDB NewDB) {
 			t.Fatalf("store %d: %+v, %v", i, got, err)
 		}
 	}
+}
+
+// NUL bytes and invalid UTF-8, which SQLite would store and PostgreSQL
+// cannot: every backend refuses them as input, or finds nothing for them,
+// alike; none answers with the server's encoding error.
+func testUnstorableBytes(t *testing.T, newDB NewDB) {
+	s := Open(t, newDB(t), NewClock())
+	invalid := func(what string, err error) {
+		t.Helper()
+		var me *memory.Error
+		if !errors.As(err, &me) || me.Code != memory.CodeInvalidArgument {
+			t.Errorf("%s = %v, want invalid_argument", what, err)
+		}
+	}
+	w := fact("nul-description", "body")
+	w.Description = "one\x00two"
+	_, _, err := s.Put(ctx, projA, w)
+	invalid("put with a NUL in the description", err)
+	for _, sid := range []string{"s\x00", "s\xff", "line\nbreak"} {
+		w := fact("odd-session", "body")
+		w.SessionID = sid
+		_, _, err := s.Put(ctx, projA, w)
+		invalid(fmt.Sprintf("put with session id %q", sid), err)
+	}
+	// A NUL in a tag, stored, would break every listing by tag on
+	// PostgreSQL, whose JSON refuses \u0000.
+	w = fact("nul-tag", "body")
+	w.Tags = []string{"ok", "bad\x00tag"}
+	_, _, err = s.Put(ctx, projA, w)
+	invalid("put with a NUL in a tag", err)
+	for _, name := range []string{"ci\xff", "ci\x00", "ci\tbot"} {
+		_, _, err := s.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann", Name: name})
+		invalid(fmt.Sprintf("token named %q", name), err)
+	}
+	r := put(t, s, projA, fact("kept", "body"))
+	w = fact("tagged", "body")
+	w.Tags = []string{"ok"}
+	put(t, s, projA, w)
+	if got, _, err := s.List(ctx, projA.ID, memory.ListOptions{Tag: "ok"}); err != nil || len(got) != 1 || got[0].Key != "tagged" {
+		t.Errorf("list by tag = %+v, %v", got, err)
+	}
+	for _, tag := range []string{"ok\x00", "\xff"} {
+		if got, next, err := s.List(ctx, projA.ID, memory.ListOptions{Tag: tag}); err != nil || len(got) != 0 || next != "" {
+			t.Errorf("list by tag %q = %+v %q, %v", tag, got, next, err)
+		}
+	}
+	bad := base64.RawURLEncoding.EncodeToString([]byte("k\xff\x00semantic"))
+	_, _, err = s.List(ctx, projA.ID, memory.ListOptions{Cursor: bad})
+	invalid("list from a cursor holding invalid UTF-8", err)
+	d := "one\x00two"
+	_, err = s.Update(ctx, projA, memory.Selector{Key: "kept"}, memory.Patch{Description: &d})
+	invalid("update with a NUL in the description", err)
+	if got, err := s.Get(ctx, projA.ID, memory.Selector{Key: "kept"}); err != nil || got.Description != "" || got.ID != r.ID {
+		t.Errorf("after the refused update = %+v, %v", got, err)
+	}
+	for _, id := range []string{r.ID + "\x00", "\xff" + r.ID} {
+		if _, err := s.Get(ctx, projA.ID, memory.Selector{ID: id}); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("get by id %q = %v, want not found", id, err)
+		}
+		if _, err := s.RevokeToken(ctx, id); !errors.Is(err, memory.ErrNotFound) {
+			t.Errorf("revoke %q = %v, want not found", id, err)
+		}
+	}
+}
+
+// The calls the tests above leave out, each at least once, with what they
+// return: every statement of the store runs on every backend.
+func testRestOfTheStore(t *testing.T, newDB NewDB) {
+	clock := NewClock()
+	s := Open(t, newDB(t), clock)
+	srv, err := embedtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	c, err := embed.New(embed.Config{URL: srv.URL, Model: "toy", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, projA, fact("alpha", "The first fact."))
+	put(t, s, projA, fact("beta", "The second fact."))
+	if _, err := s.EmbedPending(ctx, "toy", c, 16); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WarmVectors(ctx, "toy"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.EmbedWaiting(ctx, projA.ID, "toy"); err != nil || n != 0 {
+		t.Fatalf("waiting = %d, %v", n, err)
+	}
+	if n, err := s.QueueOthersEmbedded(ctx, "other"); err != nil || n != 2 {
+		t.Fatalf("queue others embedded = %d, %v", n, err)
+	}
+	if n, err := s.QueueMissing(ctx, "other"); err != nil || n != 2 {
+		t.Fatalf("queue missing = %d, %v", n, err)
+	}
+	if n, err := s.EmbedWaiting(ctx, projA.ID, "other"); err != nil || n != 2 {
+		t.Fatalf("waiting for other = %d, %v", n, err)
+	}
+	if n, err := s.PruneVectors(ctx, "other"); err != nil || n != 2 {
+		t.Fatalf("prune = %d, %v", n, err)
+	}
+
+	idx, err := s.Index(ctx, projA.ID, 10)
+	if err != nil || len(idx) != 2 || idx[0].Key != "alpha" || idx[1].Key != "beta" {
+		t.Fatalf("index = %+v, %v", idx, err)
+	}
+	stamp, err := s.CacheStamp(ctx, projA.ID)
+	if err != nil || stamp == 0 {
+		t.Fatalf("stamp = %d, %v", stamp, err)
+	}
+	if err := s.SetCachedAt(ctx, projA.ID, "summary", "two facts", stamp); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := s.Cached(ctx, projA.ID, "summary"); err != nil || !ok || v != "two facts" {
+		t.Fatalf("cached = %q %v %v", v, ok, err)
+	}
+	put(t, s, projA, fact("gamma", "The third fact."))
+	if _, ok, _ := s.Cached(ctx, projA.ID, "summary"); ok {
+		t.Fatal("cache kept past a write")
+	}
+
+	old := put(t, s, projA, fact("restored", "From an export."))
+	old.Body, old.UseCount = "From an export, again.", 7
+	if _, err := s.Delete(ctx, projA, memory.Selector{Key: "restored"}); err != nil {
+		t.Fatal(err)
+	}
+	r, created, err := s.Restore(ctx, projA, old)
+	if err != nil || !created || r.UseCount != 7 || r.Body != old.Body {
+		t.Fatalf("restore = %+v, %v, %v", r, created, err)
+	}
+
+	p := projB.ID
+	imp, err := s.Import(ctx, p, memory.Record{Type: memory.Semantic, Key: "from-file", Body: "Written by hand.", Confidence: 0.9, CreatedAt: clock.Now()},
+		memory.FileState{Stem: "from-file", Size: 16, MTime: 1, Hash: "h"}, nil, nil)
+	if err != nil || imp.ID == "" || imp.Confidence != 0.9 {
+		t.Fatalf("import = %+v, %v", imp, err)
+	}
+	if m, err := s.Mirrored(ctx, p); err != nil || len(m) != 1 || m[0].ID != imp.ID {
+		t.Fatalf("mirrored = %+v, %v", m, err)
+	}
+	if n, err := s.ReleaseMissingFiles(ctx, p, func(stem string) bool { return stem == "from-file" }); err != nil || n != 1 {
+		t.Fatalf("released = %d, %v", n, err)
+	}
+	if st, err := s.MirrorState(ctx, p); err != nil || len(st) != 0 {
+		t.Fatalf("state after release = %+v, %v", st, err)
+	}
+	ttl := time.Hour
+	w := fact("short-lived", "Gone soon.")
+	w.TTL = &ttl
+	put(t, s, projB, w)
+	clock.Add(2 * time.Hour)
+	if n, err := s.PurgeMirrored(ctx, projB); err != nil || n != 1 {
+		t.Fatalf("purge mirrored = %d, %v", n, err)
+	}
+}
+
+// Replicas capture at once: the same session through several stores
+// confirms a statement once and repeats a procedure once; distinct
+// sessions each count, so the statement is promoted exactly once.
+func testConcurrentCaptures(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	ss := []*memory.Store{Open(t, target, nil), Open(t, target, nil), Open(t, target, nil)}
+	capture := func(sid string) memory.Capture {
+		return memory.Capture{SessionID: sid, Statements: []string{"Deploys go out on Tuesdays."},
+			Sequences: []memory.Sequence{{Steps: []string{"make release", "make deploy"}, Succeeded: true}}}
+	}
+	run := func(sids ...string) {
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ss)*len(sids))
+		for _, s := range ss {
+			for _, sid := range sids {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := s.Capture(ctx, projA, capture(sid), 3); err != nil {
+						errs <- err
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	run("one")
+	s := ss[0]
+	if n, _ := s.Count(ctx, projA.ID, memory.Semantic); n != 0 {
+		t.Fatalf("one session, captured by every store, promoted the statement: %d facts", n)
+	}
+	if n, _ := s.Count(ctx, projA.ID, memory.Episodic); n != 1 {
+		t.Fatalf("episodes of one session = %d, want 1", n)
+	}
+	run("two", "three")
+	if n, _ := s.Count(ctx, projA.ID, memory.Semantic); n != 1 {
+		t.Fatalf("facts after three sessions = %d, want 1", n)
+	}
+	procs, err := s.Effective(ctx, projA.ID, []memory.Type{memory.Procedural}, 0)
+	if err != nil || len(procs) != 1 || procs[0].UseCount != 3 {
+		t.Fatalf("procedures = %+v, %v; want one used 3 times", procs, err)
+	}
+}
+
+// A statement as long as a fact may be, in words no compression shortens,
+// is confirmed by a second session and promoted, and a session repeating
+// it counts once.
+func testLongStatement(t *testing.T, newDB NewDB) {
+	s := Open(t, newDB(t), NewClock())
+	var words []string
+	for i := range 2000 {
+		words = append(words, fmt.Sprintf("w%x", uint64(i)*0x9e3779b97f4a7c15))
+	}
+	long := strings.Join(words, " ") + "."
+	for _, sid := range []string{"s1", "s1", "s2"} {
+		res, err := s.Capture(ctx, projA, memory.Capture{SessionID: sid, Statements: []string{long}}, 2)
+		if err != nil || len(res.Refused) != 0 {
+			t.Fatalf("capture %s of a %d-byte statement = %+v, %v", sid, len(long), res.Refused, err)
+		}
+		if sid == "s1" && (len(res.Pending) != 1 || res.Pending[0].Confirmations != 1) {
+			t.Fatalf("after %s: pending %+v", sid, res.Pending)
+		}
+		if sid == "s2" && (len(res.Promoted) != 1 || res.Promoted[0].Body != long) {
+			t.Fatalf("after %s: promoted %d", sid, len(res.Promoted))
+		}
+	}
+}
+
+// One store purges what expired; another, which counted and indexed the
+// record while it lived, no longer counts, finds or reads it.
+func testExpiryAcrossStores(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	ca, cb := NewClock(), NewClock()
+	a, b := Open(t, target, ca), Open(t, target, cb)
+	hour := time.Hour
+	put(t, a, projA, memory.Write{Scope: scope.Project, Type: memory.Episodic, Key: "brief", Body: "ephemeral walrus", TTL: &hour})
+	put(t, a, projA, memory.Write{Scope: scope.Project, Type: memory.Episodic, Key: "lasting", Body: "durable walrus"})
+	if n, err := b.Count(ctx, projA.ID, memory.Episodic); err != nil || n != 2 {
+		t.Fatalf("b counts %d, %v", n, err)
+	}
+	if hits, err := b.Search(ctx, projA.ID, memory.SearchOptions{Query: "walrus"}); err != nil || len(hits) != 2 {
+		t.Fatalf("b finds %d, %v", len(hits), err)
+	}
+	ca.Add(2 * time.Hour)
+	if n, err := a.Purge(ctx); err != nil || n != 1 {
+		t.Fatalf("purge = %d, %v", n, err)
+	}
+	// b's clock has not reached the expiry: the record is gone all the same.
+	if n, err := b.Count(ctx, projA.ID, memory.Episodic); err != nil || n != 1 {
+		t.Errorf("b counts %d after the purge, %v", n, err)
+	}
+	if hits, err := b.Search(ctx, projA.ID, memory.SearchOptions{Query: "walrus"}); err != nil || len(hits) != 1 || hits[0].Record.Key != "lasting" {
+		t.Errorf("b finds %+v after the purge, %v", hits, err)
+	}
+	if _, err := b.Get(ctx, projA.ID, memory.Selector{Key: "brief"}); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("b reads the purged record: %v", err)
+	}
+}
+
+// A token revoked through one store while others authenticate with it:
+// each check answers the token or not found, never an error, and none
+// begun after the revocation returned lets the token in.
+func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	clock := NewClock()
+	admin := Open(t, target, clock)
+	secret, tok, err := admin.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stores = 3
+	var revoked sync.WaitGroup
+	revoked.Add(stores)
+	var done bool
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range stores {
+		s := Open(t, target, clock)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				mu.Lock()
+				after := done
+				mu.Unlock()
+				clock.Add(time.Minute) // every check notes the use: a write
+				_, err := s.Authenticate(ctx, secret)
+				switch {
+				case err == nil && after:
+					t.Error("a token authenticated after its revocation")
+				case err != nil && !errors.Is(err, memory.ErrNotFound):
+					t.Errorf("authenticate: %v", err)
+				case err != nil && i < 3:
+					t.Errorf("authenticate before the revocation: %v", err)
+				}
+				if after || err != nil && i < 3 {
+					if i < 3 {
+						revoked.Done()
+					}
+					return
+				}
+				if i == 3 {
+					revoked.Done() // each has let the token in a few times
+				}
+			}
+		}()
+	}
+	revoked.Wait()
+	if _, err := admin.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	wg.Wait()
 }
