@@ -270,6 +270,9 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 	for _, q := range []string{
 		`DROP INDEX statement_sessions_key`, `DROP INDEX statement_sessions_statement`,
 		`ALTER TABLE statement_sessions ADD PRIMARY KEY (project, statement, session_id)`,
+		`DROP INDEX records_list`,
+		`CREATE INDEX records_name ON records (type, key, scope)`,
+		`CREATE INDEX records_list ON records (key, type)`,
 		`DELETE FROM memory_migrations WHERE version > 1`,
 	} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
