@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -278,7 +279,9 @@ func answerFrame(id jsonrpc.ID, res mcp.Result, err error, complete bool) ([]byt
 	}
 	b.Truncate(b.Len() - 1) // Encode's newline
 	b.WriteString(`,"result":`)
-	if tr, ok := res.(*mcp.CallToolResult); ok && tr != nil {
+	if tr, ok := res.(*mcp.CallToolResult); ok && tr != nil && appendToolResult(&b, tr) {
+		// written as the SDK would
+	} else if ok && tr != nil {
 		// What the encoder writes for a json.Marshaler is its output,
 		// compacted: json.Marshal's output is compact already.
 		data, err := tr.MarshalJSON()
@@ -307,6 +310,61 @@ func answerFrame(id jsonrpc.ID, res mcp.Result, err error, complete bool) ([]byt
 // complete in a session of the newer protocol; a result that a middleware
 // made instead, like the recoverer's, is not.
 type resultMark struct{ res *mcp.CallToolResult }
+
+// compactJSON is structured content that json.Marshal made: compact, with
+// HTML's characters escaped, so it goes out as it is. The SDK compacts and
+// escapes what a json.Marshaler returns, which leaves it unchanged, but it
+// scans it byte by byte to do so; answerFrame copies it.
+type compactJSON []byte
+
+// MarshalJSON returns c itself.
+func (c compactJSON) MarshalJSON() ([]byte, error) { return c, nil }
+
+// appendToolResult writes the plain tool result tr to b as the SDK's
+// MarshalJSON would, and reports whether it did: tr has text content
+// only, no _meta, input requests or result type, and structured content
+// (if any) that is compactJSON. The text goes through json.Marshal, as in
+// the SDK, so it is escaped the same way.
+func appendToolResult(b *bytes.Buffer, tr *mcp.CallToolResult) bool {
+	sc, ok := tr.StructuredContent.(compactJSON)
+	if !ok && tr.StructuredContent != nil || len(tr.Meta) > 0 || tr.InputRequests != nil || tr.Content == nil {
+		return false
+	}
+	if reflect.ValueOf(tr).Elem().FieldByName("resultType").String() != "" {
+		return false
+	}
+	for _, c := range tr.Content {
+		t, ok := c.(*mcp.TextContent)
+		if !ok || t == nil || t.Meta != nil || t.Annotations != nil {
+			return false
+		}
+	}
+	start := b.Len()
+	b.WriteString(`{"content":[`)
+	for i, c := range tr.Content {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		text, err := json.Marshal(c.(*mcp.TextContent).Text)
+		if err != nil {
+			b.Truncate(start) // not reached: a string always encodes
+			return false
+		}
+		b.WriteString(`{"type":"text","text":`)
+		b.Write(text)
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	if sc != nil {
+		b.WriteString(`,"structuredContent":`)
+		b.Write(sc)
+	}
+	if tr.IsError {
+		b.WriteString(`,"isError":true`)
+	}
+	b.WriteByte('}')
+	return true
+}
 
 // toolHandler is what the SDK runs for a tools/call of one of our tools:
 // the receiving middleware around the SDK's own step, which finds the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -330,30 +331,29 @@ func TestCancelAndDuplicateAsTheSDK(t *testing.T) {
 // encoding of a response, for ids of each kind and results with and
 // without a result type.
 func TestAnswerFrameEncodesAsTheSDK(t *testing.T) {
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a <b> & \u2028"}}, StructuredContent: json.RawMessage(`{"x":"<y>"}`)}
-	for _, raw := range []any{float64(1), float64(-9007199254740992), "id <&>", "ü"} {
-		id, err := jsonrpc.MakeID(raw)
-		if err != nil {
-			t.Fatal(err)
+	sc, err := json.Marshal(map[string]any{"x": "<y> & \u2028 \"z\"", "n": 0.25, "l": []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := []*mcp.CallToolResult{
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a <b> & \u2028"}}, StructuredContent: json.RawMessage(`{"x":"<y>"}`)},
+		// written by answerFrame itself
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a <b> & \u2028\n\"c\"\t\x01"}}, StructuredContent: compactJSON(sc)},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "one"}, &mcp.TextContent{Text: ""}}, StructuredContent: compactJSON(sc), IsError: true},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "no structured content"}}},
+		{Content: []mcp.Content{}},
+		// left to the SDK's encoding
+		{Content: []mcp.Content{&mcp.TextContent{Text: "meta"}}, StructuredContent: compactJSON(sc), Meta: mcp.Meta{"k": "v"}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "annotated", Annotations: &mcp.Annotations{Priority: 1}}}},
+		{Content: []mcp.Content{&mcp.ImageContent{Data: []byte("x"), MIMEType: "image/png"}}},
+	}
+	for i, res := range results {
+		var b bytes.Buffer
+		if direct := appendToolResult(&b, res); direct != (i >= 1 && i <= 4) {
+			t.Errorf("result %d: written directly: %v", i, direct)
 		}
-		got, err := answerFrame(id, res, nil, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The SDK's connection: the result through its encoder (no HTML
-		// escaping) into the response, then the response.
-		var enc strings.Builder
-		e := json.NewEncoder(&enc)
-		e.SetEscapeHTML(false)
-		if err := e.Encode(res); err != nil {
-			t.Fatal(err)
-		}
-		want, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: json.RawMessage(strings.TrimSuffix(enc.String(), "\n"))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("id %v:\n got %s\nwant %s", raw, got, want)
+		for _, raw := range []any{float64(1), float64(-9007199254740992), "id <&>", "ü"} {
+			checkAnswerFrame(t, fmt.Sprintf("result %d, id %v", i, raw), raw, res)
 		}
 	}
 	id, _ := jsonrpc.MakeID(float64(3))
@@ -364,6 +364,33 @@ func TestAnswerFrameEncodesAsTheSDK(t *testing.T) {
 	want, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: errors.New("boom")})
 	if string(got) != string(want) {
 		t.Errorf("error:\n got %s\nwant %s", got, want)
+	}
+}
+
+func checkAnswerFrame(t *testing.T, what string, raw any, res *mcp.CallToolResult) {
+	t.Helper()
+	id, err := jsonrpc.MakeID(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := answerFrame(id, res, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The SDK's connection: the result through its encoder (no HTML
+	// escaping) into the response, then the response.
+	var enc strings.Builder
+	e := json.NewEncoder(&enc)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(res); err != nil {
+		t.Fatal(err)
+	}
+	want, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: json.RawMessage(strings.TrimSuffix(enc.String(), "\n"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s:\n got %s\nwant %s", what, got, want)
 	}
 }
 
@@ -517,7 +544,7 @@ func BenchmarkAnswerFrame(b *testing.B) {
 			Why:     why{Terms: []string{"preview", "body"}, Fields: []string{"body"}}}
 	}
 	sc, _ := json.Marshal(searchOut{Results: hits, Mode: "keyword"})
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}}, StructuredContent: json.RawMessage(sc)}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}}, StructuredContent: compactJSON(sc)}
 	id, _ := jsonrpc.MakeID(float64(12))
 	b.Run("direct", func(b *testing.B) {
 		b.ReportAllocs()
