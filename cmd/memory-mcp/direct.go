@@ -322,12 +322,12 @@ func (c compactJSON) MarshalJSON() ([]byte, error) { return c, nil }
 
 // appendToolResult writes the plain tool result tr to b as the SDK's
 // MarshalJSON would, and reports whether it did: tr has text content
-// only, no _meta, input requests or result type, and structured content
+// only, no input requests, request state or result type, and structured content
 // (if any) that is compactJSON. The text goes through json.Marshal, as in
 // the SDK, so it is escaped the same way.
 func appendToolResult(b *bytes.Buffer, tr *mcp.CallToolResult) bool {
 	sc, ok := tr.StructuredContent.(compactJSON)
-	if !ok && tr.StructuredContent != nil || len(tr.Meta) > 0 || tr.InputRequests != nil || tr.Content == nil {
+	if !ok && tr.StructuredContent != nil || tr.InputRequests != nil || tr.RequestState != "" || tr.Content == nil {
 		return false
 	}
 	if reflect.ValueOf(tr).Elem().FieldByName("resultType").String() != "" {
@@ -340,7 +340,18 @@ func appendToolResult(b *bytes.Buffer, tr *mcp.CallToolResult) bool {
 		}
 	}
 	start := b.Len()
-	b.WriteString(`{"content":[`)
+	b.WriteByte('{')
+	if len(tr.Meta) > 0 {
+		meta, err := json.Marshal(tr.Meta)
+		if err != nil {
+			b.Truncate(start)
+			return false
+		}
+		b.WriteString(`"_meta":`)
+		b.Write(meta)
+		b.WriteByte(',')
+	}
+	b.WriteString(`"content":[`)
 	for i, c := range tr.Content {
 		if i > 0 {
 			b.WriteByte(',')

@@ -342,14 +342,16 @@ func TestAnswerFrameEncodesAsTheSDK(t *testing.T) {
 		{Content: []mcp.Content{&mcp.TextContent{Text: "one"}, &mcp.TextContent{Text: ""}}, StructuredContent: compactJSON(sc), IsError: true},
 		{Content: []mcp.Content{&mcp.TextContent{Text: "no structured content"}}},
 		{Content: []mcp.Content{}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "meta"}}, StructuredContent: compactJSON(sc),
+			Meta: mcp.Meta{"k": "<v>", mcp.MetaKeyServerInfo: &mcp.Implementation{Name: "memory-mcp", Version: "1"}}},
 		// left to the SDK's encoding
-		{Content: []mcp.Content{&mcp.TextContent{Text: "meta"}}, StructuredContent: compactJSON(sc), Meta: mcp.Meta{"k": "v"}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "state"}}, RequestState: "s"},
 		{Content: []mcp.Content{&mcp.TextContent{Text: "annotated", Annotations: &mcp.Annotations{Priority: 1}}}},
 		{Content: []mcp.Content{&mcp.ImageContent{Data: []byte("x"), MIMEType: "image/png"}}},
 	}
 	for i, res := range results {
 		var b bytes.Buffer
-		if direct := appendToolResult(&b, res); direct != (i >= 1 && i <= 4) {
+		if direct := appendToolResult(&b, res); direct != (i >= 1 && i <= 5) {
 			t.Errorf("result %d: written directly: %v", i, direct)
 		}
 		for _, raw := range []any{float64(1), float64(-9007199254740992), "id <&>", "ü"} {
