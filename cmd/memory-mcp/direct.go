@@ -39,6 +39,9 @@ type directCalls struct {
 
 	taken atomic.Int64 // calls answered here
 
+	work chan func()  // to a worker waiting for a call
+	idle atomic.Int32 // workers waiting
+
 	mu       sync.Mutex
 	running  map[string]context.CancelCauseFunc // by canonical id
 	metas    map[string]bool                    // accepted _meta values: whether each selects the newer protocol
@@ -60,7 +63,7 @@ const (
 
 func newDirectCalls(ctx context.Context, srv *server) *directCalls {
 	return &directCalls{srv: srv.mcp, impl: srv.impl, handler: srv.toolHandler(), tools: srv.tools, ctx: ctx,
-		running: map[string]context.CancelCauseFunc{}, metas: map[string]bool{}, watching: map[string]string{}}
+		work: make(chan func()), running: map[string]context.CancelCauseFunc{}, metas: map[string]bool{}, watching: map[string]string{}}
 }
 
 // sessionVersion is the protocol version of the session the SDK has
@@ -162,7 +165,7 @@ func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessag
 	if version >= multiRoundTripVersion {
 		ctx = context.WithValue(ctx, resultMark{}, &mark)
 	}
-	go func() {
+	d.run(func() {
 		res, err := d.handler(ctx, "tools/call", r)
 		// As the SDK does, the call stops being cancellable before its
 		// answer goes out, so the id may be used again at once.
@@ -185,8 +188,42 @@ func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessag
 				Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("internal error: %v", ferr)}})
 		}
 		c.writeAnswer(req.ID, frame)
-	}()
+	})
 	return true
+}
+
+// maxIdle is how many workers wait for calls at most.
+const maxIdle = 4
+
+// run runs call f on a worker: one waiting for work if there is one, else
+// a new one. A worker keeps its stack from call to call, where a goroutine
+// per call grew a new one each time, step by step, to the depth of the
+// argument's schema validation.
+func (d *directCalls) run(f func()) {
+	select {
+	case d.work <- f:
+	default:
+		go d.worker(f)
+	}
+}
+
+// worker runs f, then the calls it is handed, until more than maxIdle
+// workers are waiting or the session ends.
+func (d *directCalls) worker(f func()) {
+	for {
+		f()
+		if d.idle.Add(1) > maxIdle {
+			d.idle.Add(-1)
+			return
+		}
+		select {
+		case f = <-d.work:
+			d.idle.Add(-1)
+		case <-d.ctx.Done():
+			d.idle.Add(-1)
+			return
+		}
+	}
 }
 
 // answered notes that the SDK answered the call with id, with a result or
