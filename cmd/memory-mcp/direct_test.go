@@ -571,3 +571,47 @@ func BenchmarkAnswerFrame(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSearchResultDecode is the go-sdk client's side of a search:
+// decoding the answer frame of ten hits and the tool result in it, with
+// previews marked by ASCII dots as the store writes them, and by "…". A
+// string holding a byte outside ASCII takes the SDK's JSON decoder's
+// slower path.
+func BenchmarkSearchResultDecode(b *testing.B) {
+	for _, mark := range []string{"...", "…"} {
+		b.Run("mark="+mark, func(b *testing.B) {
+			preview := mark + "a preview of the body of the record, about one hundred and sixty bytes long, with the matched words in it and some more words after them to fill" + mark
+			hits := make([]searchHit, 10)
+			var text strings.Builder
+			for i := range hits {
+				hits[i] = searchHit{ID: "01JABCDEFGHJKMNPQRSTVWXYZ", Key: "some-key-name-12", Type: "semantic", Scope: "project",
+					Description: "a description of the record with some words", Score: 0.5581, Preview: preview,
+					Why: why{Terms: []string{"preview", "body", "words"}, Fields: []string{"body"}}}
+				text.WriteString("- some-key-name-12 [semantic, project] score 0.56: " + preview + "\n")
+			}
+			sc, err := json.Marshal(searchOut{Results: hits, Mode: "keyword"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			id, _ := jsonrpc.MakeID(float64(12))
+			frame, err := answerFrame(id, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, StructuredContent: compactJSON(sc)}, nil, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				msg, err := jsonrpc.DecodeMessage(frame)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var r mcp.CallToolResult
+				if err := json.Unmarshal(msg.(*jsonrpc.Response).Result, &r); err != nil {
+					b.Fatal(err)
+				}
+				if len(r.Content) != 1 || r.StructuredContent == nil {
+					b.Fatalf("decoded %+v", r)
+				}
+			}
+		})
+	}
+}
