@@ -54,7 +54,7 @@ func TestPreviewFindsWordsInAnyCase(t *testing.T) {
 		{pad + "run make test", "test", "TEST", "make test"},
 	} {
 		p := preview(Record{Body: tc.body}, []string{tc.term}, map[string]string{tc.term: tc.word})
-		if !strings.Contains(p, tc.want) || !strings.HasPrefix(p, "…") {
+		if !strings.Contains(p, tc.want) || !strings.HasPrefix(p, "...") {
 			t.Errorf("preview of %q for %q: %q", tc.body[len(pad):], tc.word, p)
 		}
 	}

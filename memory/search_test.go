@@ -287,10 +287,10 @@ func TestSearchPreview(t *testing.T) {
 		p := h.Preview
 		switch h.Record.Key {
 		case "long":
-			if !strings.HasPrefix(p, "…") || !strings.HasSuffix(p, "…") || !strings.Contains(p, "the Kubernetes upgrade needs a drain first then more text follows") {
+			if !strings.HasPrefix(p, "...") || !strings.HasSuffix(p, "...") || !strings.Contains(p, "the Kubernetes upgrade needs a drain first then more text follows") {
 				t.Errorf("long preview %q", p)
 			}
-			if n := len(strings.TrimSuffix(strings.TrimPrefix(p, "…"), "…")); n > 160 || n < 120 {
+			if n := len(strings.TrimSuffix(strings.TrimPrefix(p, "..."), "...")); n > 160 || n < 120 {
 				t.Errorf("long preview is %d bytes: %q", n, p)
 			}
 		case "short":

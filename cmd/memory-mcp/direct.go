@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -38,6 +39,9 @@ type directCalls struct {
 
 	taken atomic.Int64 // calls answered here
 
+	work chan func()  // to a worker waiting for a call
+	idle atomic.Int32 // workers waiting
+
 	mu       sync.Mutex
 	running  map[string]context.CancelCauseFunc // by canonical id
 	metas    map[string]bool                    // accepted _meta values: whether each selects the newer protocol
@@ -59,7 +63,7 @@ const (
 
 func newDirectCalls(ctx context.Context, srv *server) *directCalls {
 	return &directCalls{srv: srv.mcp, impl: srv.impl, handler: srv.toolHandler(), tools: srv.tools, ctx: ctx,
-		running: map[string]context.CancelCauseFunc{}, metas: map[string]bool{}, watching: map[string]string{}}
+		work: make(chan func()), running: map[string]context.CancelCauseFunc{}, metas: map[string]bool{}, watching: map[string]string{}}
 }
 
 // sessionVersion is the protocol version of the session the SDK has
@@ -161,7 +165,7 @@ func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessag
 	if version >= multiRoundTripVersion {
 		ctx = context.WithValue(ctx, resultMark{}, &mark)
 	}
-	go func() {
+	d.run(func() {
 		res, err := d.handler(ctx, "tools/call", r)
 		// As the SDK does, the call stops being cancellable before its
 		// answer goes out, so the id may be used again at once.
@@ -184,8 +188,42 @@ func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessag
 				Error: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("internal error: %v", ferr)}})
 		}
 		c.writeAnswer(req.ID, frame)
-	}()
+	})
 	return true
+}
+
+// maxIdle is how many workers wait for calls at most.
+const maxIdle = 4
+
+// run runs call f on a worker: one waiting for work if there is one, else
+// a new one. A worker keeps its stack from call to call, where a goroutine
+// per call grew a new one each time, step by step, to the depth of the
+// argument's schema validation.
+func (d *directCalls) run(f func()) {
+	select {
+	case d.work <- f:
+	default:
+		go d.worker(f)
+	}
+}
+
+// worker runs f, then the calls it is handed, until more than maxIdle
+// workers are waiting or the session ends.
+func (d *directCalls) worker(f func()) {
+	for {
+		f()
+		if d.idle.Add(1) > maxIdle {
+			d.idle.Add(-1)
+			return
+		}
+		select {
+		case f = <-d.work:
+			d.idle.Add(-1)
+		case <-d.ctx.Done():
+			d.idle.Add(-1)
+			return
+		}
+	}
 }
 
 // answered notes that the SDK answered the call with id, with a result or
@@ -278,7 +316,9 @@ func answerFrame(id jsonrpc.ID, res mcp.Result, err error, complete bool) ([]byt
 	}
 	b.Truncate(b.Len() - 1) // Encode's newline
 	b.WriteString(`,"result":`)
-	if tr, ok := res.(*mcp.CallToolResult); ok && tr != nil {
+	if tr, ok := res.(*mcp.CallToolResult); ok && tr != nil && appendToolResult(&b, tr) {
+		// written as the SDK would
+	} else if ok && tr != nil {
 		// What the encoder writes for a json.Marshaler is its output,
 		// compacted: json.Marshal's output is compact already.
 		data, err := tr.MarshalJSON()
@@ -307,6 +347,72 @@ func answerFrame(id jsonrpc.ID, res mcp.Result, err error, complete bool) ([]byt
 // complete in a session of the newer protocol; a result that a middleware
 // made instead, like the recoverer's, is not.
 type resultMark struct{ res *mcp.CallToolResult }
+
+// compactJSON is structured content that json.Marshal made: compact, with
+// HTML's characters escaped, so it goes out as it is. The SDK compacts and
+// escapes what a json.Marshaler returns, which leaves it unchanged, but it
+// scans it byte by byte to do so; answerFrame copies it.
+type compactJSON []byte
+
+// MarshalJSON returns c itself.
+func (c compactJSON) MarshalJSON() ([]byte, error) { return c, nil }
+
+// appendToolResult writes the plain tool result tr to b as the SDK's
+// MarshalJSON would, and reports whether it did: tr has text content
+// only, no input requests, request state or result type, and structured content
+// (if any) that is compactJSON. The text goes through json.Marshal, as in
+// the SDK, so it is escaped the same way.
+func appendToolResult(b *bytes.Buffer, tr *mcp.CallToolResult) bool {
+	sc, ok := tr.StructuredContent.(compactJSON)
+	if !ok && tr.StructuredContent != nil || tr.InputRequests != nil || tr.RequestState != "" || tr.Content == nil {
+		return false
+	}
+	if reflect.ValueOf(tr).Elem().FieldByName("resultType").String() != "" {
+		return false
+	}
+	for _, c := range tr.Content {
+		t, ok := c.(*mcp.TextContent)
+		if !ok || t == nil || t.Meta != nil || t.Annotations != nil {
+			return false
+		}
+	}
+	start := b.Len()
+	b.WriteByte('{')
+	if len(tr.Meta) > 0 {
+		meta, err := json.Marshal(tr.Meta)
+		if err != nil {
+			b.Truncate(start)
+			return false
+		}
+		b.WriteString(`"_meta":`)
+		b.Write(meta)
+		b.WriteByte(',')
+	}
+	b.WriteString(`"content":[`)
+	for i, c := range tr.Content {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		text, err := json.Marshal(c.(*mcp.TextContent).Text)
+		if err != nil {
+			b.Truncate(start) // not reached: a string always encodes
+			return false
+		}
+		b.WriteString(`{"type":"text","text":`)
+		b.Write(text)
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	if sc != nil {
+		b.WriteString(`,"structuredContent":`)
+		b.Write(sc)
+	}
+	if tr.IsError {
+		b.WriteString(`,"isError":true`)
+	}
+	b.WriteByte('}')
+	return true
+}
 
 // toolHandler is what the SDK runs for a tools/call of one of our tools:
 // the receiving middleware around the SDK's own step, which finds the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -330,30 +331,31 @@ func TestCancelAndDuplicateAsTheSDK(t *testing.T) {
 // encoding of a response, for ids of each kind and results with and
 // without a result type.
 func TestAnswerFrameEncodesAsTheSDK(t *testing.T) {
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a <b> & \u2028"}}, StructuredContent: json.RawMessage(`{"x":"<y>"}`)}
-	for _, raw := range []any{float64(1), float64(-9007199254740992), "id <&>", "ü"} {
-		id, err := jsonrpc.MakeID(raw)
-		if err != nil {
-			t.Fatal(err)
+	sc, err := json.Marshal(map[string]any{"x": "<y> & \u2028 \"z\"", "n": 0.25, "l": []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := []*mcp.CallToolResult{
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a <b> & \u2028"}}, StructuredContent: json.RawMessage(`{"x":"<y>"}`)},
+		// written by answerFrame itself
+		{Content: []mcp.Content{&mcp.TextContent{Text: "a <b> & \u2028\n\"c\"\t\x01"}}, StructuredContent: compactJSON(sc)},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "one"}, &mcp.TextContent{Text: ""}}, StructuredContent: compactJSON(sc), IsError: true},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "no structured content"}}},
+		{Content: []mcp.Content{}},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "meta"}}, StructuredContent: compactJSON(sc),
+			Meta: mcp.Meta{"k": "<v>", mcp.MetaKeyServerInfo: &mcp.Implementation{Name: "memory-mcp", Version: "1"}}},
+		// left to the SDK's encoding
+		{Content: []mcp.Content{&mcp.TextContent{Text: "state"}}, RequestState: "s"},
+		{Content: []mcp.Content{&mcp.TextContent{Text: "annotated", Annotations: &mcp.Annotations{Priority: 1}}}},
+		{Content: []mcp.Content{&mcp.ImageContent{Data: []byte("x"), MIMEType: "image/png"}}},
+	}
+	for i, res := range results {
+		var b bytes.Buffer
+		if direct := appendToolResult(&b, res); direct != (i >= 1 && i <= 5) {
+			t.Errorf("result %d: written directly: %v", i, direct)
 		}
-		got, err := answerFrame(id, res, nil, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The SDK's connection: the result through its encoder (no HTML
-		// escaping) into the response, then the response.
-		var enc strings.Builder
-		e := json.NewEncoder(&enc)
-		e.SetEscapeHTML(false)
-		if err := e.Encode(res); err != nil {
-			t.Fatal(err)
-		}
-		want, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: json.RawMessage(strings.TrimSuffix(enc.String(), "\n"))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("id %v:\n got %s\nwant %s", raw, got, want)
+		for _, raw := range []any{float64(1), float64(-9007199254740992), "id <&>", "ü"} {
+			checkAnswerFrame(t, fmt.Sprintf("result %d, id %v", i, raw), raw, res)
 		}
 	}
 	id, _ := jsonrpc.MakeID(float64(3))
@@ -364,6 +366,33 @@ func TestAnswerFrameEncodesAsTheSDK(t *testing.T) {
 	want, _ := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: errors.New("boom")})
 	if string(got) != string(want) {
 		t.Errorf("error:\n got %s\nwant %s", got, want)
+	}
+}
+
+func checkAnswerFrame(t *testing.T, what string, raw any, res *mcp.CallToolResult) {
+	t.Helper()
+	id, err := jsonrpc.MakeID(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := answerFrame(id, res, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The SDK's connection: the result through its encoder (no HTML
+	// escaping) into the response, then the response.
+	var enc strings.Builder
+	e := json.NewEncoder(&enc)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(res); err != nil {
+		t.Fatal(err)
+	}
+	want, err := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: json.RawMessage(strings.TrimSuffix(enc.String(), "\n"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s:\n got %s\nwant %s", what, got, want)
 	}
 }
 
@@ -517,7 +546,7 @@ func BenchmarkAnswerFrame(b *testing.B) {
 			Why:     why{Terms: []string{"preview", "body"}, Fields: []string{"body"}}}
 	}
 	sc, _ := json.Marshal(searchOut{Results: hits, Mode: "keyword"})
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}}, StructuredContent: json.RawMessage(sc)}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}}, StructuredContent: compactJSON(sc)}
 	id, _ := jsonrpc.MakeID(float64(12))
 	b.Run("direct", func(b *testing.B) {
 		b.ReportAllocs()
@@ -541,4 +570,48 @@ func BenchmarkAnswerFrame(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkSearchResultDecode is the go-sdk client's side of a search:
+// decoding the answer frame of ten hits and the tool result in it, with
+// previews marked by ASCII dots as the store writes them, and by "…". A
+// string holding a byte outside ASCII takes the SDK's JSON decoder's
+// slower path.
+func BenchmarkSearchResultDecode(b *testing.B) {
+	for _, mark := range []string{"...", "…"} {
+		b.Run("mark="+mark, func(b *testing.B) {
+			preview := mark + "a preview of the body of the record, about one hundred and sixty bytes long, with the matched words in it and some more words after them to fill" + mark
+			hits := make([]searchHit, 10)
+			var text strings.Builder
+			for i := range hits {
+				hits[i] = searchHit{ID: "01JABCDEFGHJKMNPQRSTVWXYZ", Key: "some-key-name-12", Type: "semantic", Scope: "project",
+					Description: "a description of the record with some words", Score: 0.5581, Preview: preview,
+					Why: why{Terms: []string{"preview", "body", "words"}, Fields: []string{"body"}}}
+				text.WriteString("- some-key-name-12 [semantic, project] score 0.56: " + preview + "\n")
+			}
+			sc, err := json.Marshal(searchOut{Results: hits, Mode: "keyword"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			id, _ := jsonrpc.MakeID(float64(12))
+			frame, err := answerFrame(id, &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}, StructuredContent: compactJSON(sc)}, nil, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				msg, err := jsonrpc.DecodeMessage(frame)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var r mcp.CallToolResult
+				if err := json.Unmarshal(msg.(*jsonrpc.Response).Result, &r); err != nil {
+					b.Fatal(err)
+				}
+				if len(r.Content) != 1 || r.StructuredContent == nil {
+					b.Fatalf("decoded %+v", r)
+				}
+			}
+		})
+	}
 }

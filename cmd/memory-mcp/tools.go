@@ -664,7 +664,7 @@ func runTool[In, Out any](ctx context.Context, name string, h mcp.ToolHandlerFor
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s result: %w", name, err)
 	}
-	res.StructuredContent = json.RawMessage(b)
+	res.StructuredContent = compactJSON(b)
 	if res.Content == nil {
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
 	}
