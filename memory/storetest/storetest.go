@@ -490,8 +490,10 @@ func testTokens(t *testing.T, newDB NewDB) {
 	}
 }
 
-func testEmbeddings(t *testing.T, newDB NewDB) {
-	s := Open(t, newDB(t), NewClock())
+// toyEmbedder is a client, for model "toy", of a loopback embeddings
+// server that lives as long as t.
+func toyEmbedder(t *testing.T) *embed.Client {
+	t.Helper()
 	srv, err := embedtest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -501,6 +503,12 @@ func testEmbeddings(t *testing.T, newDB NewDB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func testEmbeddings(t *testing.T, newDB NewDB) {
+	s := Open(t, newDB(t), NewClock())
+	c := toyEmbedder(t)
 	put(t, s, projA, fact("shipping-howto", "To ship a release, tag it and run the pipeline."))
 	put(t, s, projA, fact("pets", "The kitten sleeps on the sofa."))
 	put(t, s, projA, fact("lunch", "Bananas and apples are in the kitchen."))
@@ -894,15 +902,7 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 func testRestOfTheStore(t *testing.T, newDB NewDB) {
 	clock := NewClock()
 	s := Open(t, newDB(t), clock)
-	srv, err := embedtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	c, err := embed.New(embed.Config{URL: srv.URL, Model: "toy", Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := toyEmbedder(t)
 	put(t, s, projA, fact("alpha", "The first fact."))
 	put(t, s, projA, fact("beta", "The second fact."))
 	if _, err := s.EmbedPending(ctx, "toy", c, 16); err != nil {
