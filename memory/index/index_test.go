@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -429,4 +430,68 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 			t.Fatalf("%q:\n got %v\nwant %v", q, got, want)
 		}
 	}
+}
+
+// TestSearchWhileArraysMove searches while other goroutines put, delete and
+// trim, with partitions large enough that their arrays live in mappings
+// (see mapped.go) and are replaced and unmapped as they grow, compact and
+// shrink: a search reading a mapping after it was unmapped would crash the
+// test binary.
+func TestSearchWhileArraysMove(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	vocab := make([]string, 500)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("w%dq", i)
+	}
+	text := func(r *rand.Rand, n int) string {
+		ws := make([]string, n)
+		for i := range ws {
+			ws[i] = vocab[r.Intn(len(vocab))]
+		}
+		return strings.Join(ws, " ")
+	}
+	parts := []*Partition{NewPartition(), NewPartition()}
+	for i := range 3000 {
+		parts[i%2].Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("k%d", i), text(r, 3), text(r, 60), text(r, 1)}})
+	}
+	if parts[0].big.post == nil || parts[0].big.toks == nil {
+		t.Fatal("the arrays are not in mappings: the test does not test them")
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewSource(int64(w)))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := parts[r.Intn(2)]
+				id := int64(r.Intn(4000))
+				switch {
+				case i%50 == 49:
+					p.Trim()
+				case r.Intn(3) == 0:
+					p.Delete(id)
+				default:
+					p.Put(Doc{ID: id, Fields: [NumFields]string{fmt.Sprintf("k%d", id), text(r, 3), text(r, 20+r.Intn(120)), text(r, 1)}})
+				}
+			}
+		}()
+	}
+	for range 400 {
+		q := text(r, 2+r.Intn(3))
+		res := Search(parts, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 10}, DefaultParams)
+		for _, h := range res {
+			if h.ID < 0 || h.ID >= 4000 {
+				t.Fatalf("hit %d was never put", h.ID)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
