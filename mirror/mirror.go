@@ -343,6 +343,33 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
 	d.at("checked", rec.Key)
+	if before != nil {
+		// Swapped in one step, the file replaced comes out at tmp whatever
+		// it was a moment ago: an editor's save renamed over it is seen.
+		d.at("aside", rec.Key)
+		swapped, err := exchange(r, tmp, name)
+		if err != nil {
+			r.Remove(tmp)
+			if errors.Is(err, fs.ErrNotExist) {
+				return memory.FileState{}, nil, unsynced(memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name)))
+			}
+			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
+		}
+		if swapped {
+			if was, err := r.ReadFile(tmp); err == nil && !bytes.Equal(was, before) {
+				// Edited by hand between the read and the swap: the
+				// person's file goes back.
+				if _, err := exchange(r, tmp, name); err != nil {
+					d.logger().Warn("memory file edited by hand as it was written could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(tmp), "err", err)
+					return memory.FileState{}, nil, d.edited("write", rec.Key, was)
+				}
+				r.Remove(tmp)
+				return memory.FileState{}, nil, d.edited("write", rec.Key, was)
+			}
+			r.Remove(tmp)
+			return d.written(r, rec.Key, name, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+		}
+	}
 	var aside string
 	if before != nil {
 		// Keep hold of the file being replaced, to see after the rename
@@ -360,7 +387,6 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 				r.Remove(aside)
 			}
 		}()
-		d.at("aside", rec.Key)
 	}
 	if err := r.Rename(tmp, name); err != nil {
 		r.Remove(tmp)
@@ -379,8 +405,13 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			return memory.FileState{}, nil, d.edited("write", rec.Key, was)
 		}
 	}
-	undo := func() { d.putBack(name, hash(data), before, perm, mtime) }
-	d.at("renamed", rec.Key)
+	return d.written(r, rec.Key, name, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+}
+
+// written returns the state of name, just written, and undo; a file
+// removed by hand the moment it was written is a conflict, not an error.
+func (d *Dir) written(r *os.Root, key, name string, st func(fs.FileInfo) memory.FileState, undo func()) (memory.FileState, func(), error) {
+	d.at("renamed", key)
 	fi, err := r.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed by hand the moment it was written: the removal stands,

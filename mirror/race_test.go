@@ -292,3 +292,33 @@ func TestAsideFileSurvivesASweep(t *testing.T) {
 		}
 	}
 }
+
+// TestSaveAsAToolReplacesIsKept: an editor saving by rename at the very
+// moment a tool's write replaces the file (after the file it read was held
+// aside, before the new one is in place) keeps the person's file.
+func TestSaveAsAToolReplacesIsKept(t *testing.T) {
+	edited := "Saved by hand.\n"
+	w := newWS(t)
+	w.put(memory.Semantic, "fact", "", "Old.")
+	w.dir.hook = func(at, key string) {
+		if at == "aside" {
+			w.dir.hook = nil
+			if err := os.WriteFile(w.path(".fact.swp"), []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(w.path(".fact.swp"), w.path("fact.md")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := w.update("fact", "From a tool."); !errors.Is(err, memory.ErrConflict) {
+		t.Errorf("write: %v, want a conflict", err)
+	}
+	if got := string(w.read("fact.md")); got != edited {
+		t.Errorf("fact.md = %q, want the edit", got)
+	}
+	w.sync()
+	if r, err := w.peek("fact"); err != nil || r.Body != strings.TrimSpace(edited) {
+		t.Errorf("fact after a sync = %q, %v", r.Body, err)
+	}
+}
