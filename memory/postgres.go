@@ -345,6 +345,12 @@ func pgRetryable(err error) bool {
 	return connLost(err)
 }
 
+// uncertain reports whether err is a commit whose outcome is unknown.
+func uncertain(err error) bool {
+	var cu *commitUnknown
+	return errors.As(err, &cu)
+}
+
 // commitUnknown is a commit that failed in a way that leaves its outcome
 // unknown to this process.
 type commitUnknown struct{ err error }
@@ -526,9 +532,11 @@ func (t *pgTx) Commit() error {
 		return nil
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) && !connLost(err) {
 		return err // the server answered: nothing was committed
 	}
+	// Lost, or the server's process ended (terminated, shut down) while
+	// committing: it may have committed.
 	switch t.c.outcome(t.ctx, t.xid, connectPatience) {
 	case "committed":
 		return nil

@@ -650,6 +650,14 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		if uncertain(err) {
+			// It may have committed (PostgreSQL, the server unreachable
+			// to ask): undoing its files would lose a record that is
+			// saved, so they stay, and a sync imports them if it is not;
+			// its uses are not counted a second time.
+			s.fileUndo = nil
+			done = true
+		}
 		return err
 	}
 	s.fileUndo = nil

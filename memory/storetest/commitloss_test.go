@@ -31,6 +31,7 @@ type cutProxy struct {
 	mode   string // "before", "after", "hold", "midway" or "" (pass everything)
 	fired  chan struct{}
 	held   []net.Conn // server connections left open by "hold"
+	down   atomic.Bool // refuse every new connection (set by "after, down")
 }
 
 func startCutProxy(t *testing.T, server string) *cutProxy {
@@ -91,6 +92,9 @@ func (p *cutProxy) take() string {
 
 func (p *cutProxy) serve(client net.Conn) {
 	defer client.Close()
+	if p.down.Load() {
+		return
+	}
 	server, err := net.Dial("tcp", p.server)
 	if err != nil {
 		return
@@ -167,6 +171,9 @@ func (p *cutProxy) serve(client net.Conn) {
 			case "hold":
 				hold()
 				return
+			case "after, down":
+				p.down.Store(true)
+				fallthrough
 			case "after":
 				mute.Store(true)
 				server.Write(msg)
@@ -231,5 +238,47 @@ func TestPostgresCommitCut(t *testing.T) {
 				t.Errorf("use count = %d, %v; want 1", r.UseCount, err)
 			}
 		})
+	}
+}
+
+// A commit whose answer is lost while the database stays unreachable: the
+// write is refused as of unknown outcome, never acknowledged; when it did
+// commit, the uses it carried are not handed back to be written again.
+func TestPostgresCommitOutcomeUnknown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the store's patience for the database")
+	}
+	target := pgtest.New(t)
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startCutProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	s := storetest.Open(t, u.String(), nil)
+	ctx := context.Background()
+	p := memory.Project{ID: scope.IdentityOf("/work/unknown")}
+	w := memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "used", Body: "read once"}
+	if _, _, err := s.Put(ctx, p, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, p.ID, memory.Selector{Key: "used"}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.arm("after, down")
+	w.Key, w.Body = "cut", "committed, its answer lost"
+	if _, _, err := s.Put(ctx, p, w); err == nil || !strings.Contains(err.Error(), "may or may not have been saved") {
+		t.Fatalf("put with its commit's outcome unknown: %v", err)
+	}
+	proxy.down.Store(false)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check := storetest.Open(t, target, nil)
+	if r, err := check.Peek(ctx, p.ID, memory.Selector{Key: "cut"}); err != nil || r.Body != w.Body {
+		t.Errorf("the write whose answer was lost = %+v, %v; it committed", r, err)
+	}
+	if r, err := check.Peek(ctx, p.ID, memory.Selector{Key: "used"}); err != nil || r.UseCount != 1 {
+		t.Errorf("use count = %d, %v; want 1", r.UseCount, err)
 	}
 }
