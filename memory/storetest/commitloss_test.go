@@ -30,7 +30,7 @@ type cutProxy struct {
 	mu     sync.Mutex
 	mode   string // "before", "after", "hold", "midway" or "" (pass everything)
 	fired  chan struct{}
-	held   []net.Conn // server connections left open by "hold"
+	held   []net.Conn  // server connections left open by "hold"
 	down   atomic.Bool // refuse every new connection (set by "after, down")
 }
 
