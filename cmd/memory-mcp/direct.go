@@ -135,7 +135,10 @@ func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessag
 	if meta != nil {
 		d.mu.Lock()
 		newer, ok = d.metas[string(meta)]
-		if !ok && len(d.watching) < maxWatched {
+		// A call already watched under this id may still be running: a
+		// duplicate of it, which the SDK drops, must not take its place
+		// and be vouched for by the first call's answer.
+		if _, busy := d.watching[key]; !ok && !busy && len(d.watching) < maxWatched {
 			d.watching[key] = string(meta)
 		}
 		d.mu.Unlock()

@@ -615,3 +615,33 @@ func BenchmarkSearchResultDecode(b *testing.B) {
 		})
 	}
 }
+
+// TestDuplicateDoesNotVouchForItsMeta: a call reusing the id of one still
+// running is dropped, and its _meta must not count as one the SDK accepted
+// when the first call's answer goes out: a later call with that _meta (a
+// protocol version the SDK refuses) is refused on both paths alike.
+func TestDuplicateDoesNotVouchForItsMeta(t *testing.T) {
+	meta := func(version string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + version + `"}`
+	}
+	var frames [2][]string
+	for i, direct := range []bool{false, true} {
+		ls := startLines(t, direct)
+		ls.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		ls.next(t)
+		ls.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		ls.send(t, `{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"test_wait","arguments":{},`+meta("2025-11-25")+`}}`)
+		ls.send(t, `{"jsonrpc":"2.0","id":"p","method":"ping"}`)
+		ls.next(t)
+		ls.send(t, `{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"memory_list","arguments":{},`+meta("2099-01-01")+`}}`)
+		ls.send(t, `{"jsonrpc":"2.0","id":"p1","method":"ping"}`)
+		ls.next(t)
+		ls.once.Do(func() { close(ls.hold) })
+		frames[i] = append(frames[i], ls.next(t))
+		ls.send(t, `{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"memory_list","arguments":{},`+meta("2099-01-01")+`}}`)
+		frames[i] = append(frames[i], ls.next(t))
+	}
+	if diff := cmp.Diff(frames[0], frames[1]); diff != "" {
+		t.Errorf("direct answers differ from the SDK's (-sdk +direct):\n%s", diff)
+	}
+}
