@@ -150,6 +150,12 @@ func dbFlag(args []string) (db string, rest []string, err error) {
 		name, value, hasValue := strings.Cut(a, "=")
 		if name != "--db" && name != "-db" {
 			rest = append(rest, a)
+			if takesValue(a) && i+1 < len(args) {
+				// The next argument is this flag's value, whatever it
+				// reads (a body of "--db=x.db" is a body).
+				i++
+				rest = append(rest, args[i])
+			}
 			continue
 		}
 		if !hasValue {
@@ -165,6 +171,24 @@ func dbFlag(args []string) (db string, rest []string, err error) {
 		db = value
 	}
 	return db, rest, nil
+}
+
+// boolFlags are the commands' flags that take no value.
+var boolFlags = map[string]bool{
+	"admin": true, "all-projects": true, "dry-run": true, "json": true,
+	"keep-projects": true, "no-hooks": true, "prune": true, "update": true,
+	"h": true, "help": true,
+}
+
+// takesValue reports whether a, an argument, is a flag whose value is the
+// next argument. A flag missing from boolFlags is taken to have one: a
+// --db after it is then refused by the command as a flag it does not
+// know, rather than read as this one's value.
+func takesValue(a string) bool {
+	if len(a) < 2 || a[0] != '-' || strings.Contains(a, "=") || a == "--" {
+		return false
+	}
+	return !boolFlags[strings.TrimLeft(a, "-")]
 }
 
 // withDB is getenv with the database --db named in place of the

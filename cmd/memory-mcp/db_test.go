@@ -23,6 +23,11 @@ func TestDBFlag(t *testing.T) {
 		{args: []string{"list", "--db"}, hasError: true},
 		{args: []string{"list", "--db="}, hasError: true},
 		{args: []string{"--dbx", "y"}, rest: []string{"--dbx", "y"}},
+		// The value of another flag, however it reads, is that flag's.
+		{args: []string{"write", "--key", "k", "--body", "--db=x.db", "--type", "semantic"}, rest: []string{"write", "--key", "k", "--body", "--db=x.db", "--type", "semantic"}},
+		{args: []string{"search", "--tag", "--db", "q"}, rest: []string{"search", "--tag", "--db", "q"}},
+		{args: []string{"export", "--all-projects", "--db", "x.db"}, db: "x.db", rest: []string{"export", "--all-projects"}},
+		{args: []string{"list", "--json=true", "--db", "x.db"}, db: "x.db", rest: []string{"list", "--json=true"}},
 	} {
 		db, rest, err := dbFlag(c.args)
 		if (err != nil) != c.hasError {
