@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strconv"
 	"sync"
@@ -98,7 +99,9 @@ func (s *Store) checkpointLoop() {
 			s.cp.mu.Lock()
 			due := s.cp.commits >= checkpointEvery
 			s.cp.mu.Unlock()
-			idle.Reset(checkpointIdle)
+			// retry: a cut that met a reader is not tried again every
+			// quiet second while writes go on.
+			idle.Reset(retry)
 			if !due {
 				continue
 			}
@@ -149,7 +152,13 @@ func (s *Store) truncateLog(ctx context.Context) bool {
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", truncateWait.Milliseconds())); err != nil {
 		return false
 	}
-	defer conn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds()))
+	defer func() {
+		if _, err := conn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds())); err != nil {
+			// A connection left with the short timeout would fail
+			// writers early: it goes instead of back to the pool.
+			conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
 	var busy, logFrames, done int
 	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
 		return false
