@@ -173,11 +173,27 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", t.guard(verify(h), o.timeout))
+	// /healthz asks no token, so its answer is kept for a second: a flood
+	// of checks costs the database one ping a second, not one each.
+	var health struct {
+		sync.Mutex
+		at  time.Time
+		err error
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := a.store.Ping(ctx); err != nil {
-			log.Warn("health check: the database does not answer", "err", redact(err, dbSecrets(a.cfg.DBURL)))
+		health.Lock()
+		if time.Since(health.at) >= time.Second {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			health.err = a.store.Ping(ctx)
+			cancel()
+			health.at = time.Now()
+			if health.err != nil {
+				log.Warn("health check: the database does not answer", "err", redact(health.err, dbSecrets(a.cfg.DBURL)))
+			}
+		}
+		err := health.err
+		health.Unlock()
+		if err != nil {
 			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
 			return
 		}
@@ -303,6 +319,12 @@ func (t *team) revokedLoop(ctx context.Context, every time.Duration) {
 // endRevoked ends the sessions of every token no longer in the store and
 // forgets its server and rate.
 func (t *team) endRevoked(ctx context.Context) error {
+	t.mu.Lock()
+	idle := len(t.servers) == 0
+	t.mu.Unlock()
+	if idle {
+		return nil // no session to end: the tokens need not be read
+	}
 	toks, err := t.base.store.Tokens(ctx)
 	if err != nil {
 		return err
