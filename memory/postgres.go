@@ -54,7 +54,9 @@ func unsupported(what, instead string) error {
 // redact returns a URL without its password, for messages.
 func redact(target string) string {
 	u, err := url.Parse(target)
-	if err != nil {
+	if err != nil || strings.Contains(u.Fragment, "@") {
+		// A fragment holding @ is the rest of a password holding # and
+		// @ unescaped: what parsed as the host is part of it.
 		return "postgres://(unparsable URL)"
 	}
 	if u.User != nil {

@@ -35,6 +35,17 @@ func checkDBURL(v string) error {
 	return nil
 }
 
+// parseDBURL parses a database URL, refusing one whose fragment holds an
+// @: that is the rest of a password holding # and @ unescaped, and what
+// parsed as its host is a piece of the password.
+func parseDBURL(v string) (*url.URL, error) {
+	u, err := url.Parse(v)
+	if err == nil && strings.Contains(u.Fragment, "@") {
+		return nil, errors.New("a # before the last @")
+	}
+	return u, err
+}
+
 // hostPart is what lies between a URL's "//" and the path, query or end.
 func hostPart(v string) string {
 	_, rest, _ := strings.Cut(v, "://")
@@ -52,7 +63,7 @@ func hostPart(v string) string {
 // dbShown is a database URL fit to show: its user, host, port and
 // database, without the password or the query (which may hold one too).
 func dbShown(v string) string {
-	u, err := url.Parse(v)
+	u, err := parseDBURL(v)
 	if err != nil {
 		return strings.SplitN(v, "://", 2)[0] + "://" + hostPart(v) + "/…"
 	}
@@ -91,7 +102,7 @@ func dbSecrets(v string) []string {
 			out = append(out, s, url.QueryEscape(s), url.PathEscape(s))
 		}
 	}
-	if u, err := url.Parse(v); err == nil {
+	if u, err := parseDBURL(v); err == nil {
 		if p, ok := u.User.Password(); ok {
 			add(p)
 		}

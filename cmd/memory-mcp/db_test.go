@@ -96,6 +96,9 @@ func TestDBURLShown(t *testing.T) {
 		{"postgres://[::1]/db", "postgres://[::1]/db", "[::1]:5432"},
 		{"postgres:///db?host=/run/postgresql", "postgres:///db", "/run/postgresql"},
 		{"postgres://u:pw@h1:5432,h2:5433/db", "postgres://u@h1:5432,h2:5433/db", "h1:5432,h2:5433"},
+		// A password holding @ and # unescaped: what parses as the host
+		// is a piece of it.
+		{"postgres://u:top@secret#x@h/db", "postgres://h/…", "h:5432"},
 	} {
 		if got := dbShown(c.url); got != c.shown {
 			t.Errorf("dbShown(%q) = %q, want %q", c.url, got, c.shown)
@@ -114,6 +117,9 @@ func TestDBURLShown(t *testing.T) {
 	}
 	if err := redact(errors.New("host a: refused\nhost b: refused"), nil); err.Error() != "host a: refused; host b: refused" {
 		t.Errorf("not on one line: %q", err)
+	}
+	if err := redact(errors.New("x top@secret#x"), dbSecrets("postgres://u:top@secret#x@h/db")); strings.Contains(err.Error(), "secret") {
+		t.Errorf("a password holding @ and # is kept: %v", err)
 	}
 	// A password with a bare slash does not parse: it is hidden still.
 	if err := redact(errors.New("x top/secret"), dbSecrets("postgres://u:top/secret@h/db")); strings.Contains(err.Error(), "secret") {
