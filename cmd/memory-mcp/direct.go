@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,8 +40,9 @@ type directCalls struct {
 
 	taken atomic.Int64 // calls answered here
 
-	work chan func()  // to a worker waiting for a call
-	idle atomic.Int32 // workers waiting
+	work  chan func()  // to a worker waiting for a call
+	idle  atomic.Int32 // workers waiting
+	calls atomic.Int64 // calls running (see wait)
 
 	mu       sync.Mutex
 	running  map[string]context.CancelCauseFunc // by canonical id
@@ -202,7 +204,12 @@ const maxIdle = 4
 // a new one. A worker keeps its stack from call to call, where a goroutine
 // per call grew a new one each time, step by step, to the depth of the
 // argument's schema validation.
-func (d *directCalls) run(f func()) {
+func (d *directCalls) run(call func()) {
+	d.calls.Add(1)
+	f := func() {
+		defer d.calls.Add(-1)
+		call()
+	}
 	select {
 	case d.work <- f:
 	default:
@@ -227,6 +234,17 @@ func (d *directCalls) worker(f func()) {
 			return
 		}
 	}
+}
+
+// wait waits up to timeout for the calls still running, so that the store
+// is not closed under one; it reports whether they all ended.
+func (d *directCalls) wait(timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); d.calls.Load() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // answered notes that the SDK answered the call with id, with a result or

@@ -30,7 +30,13 @@ const maxLine = 16 << 20
 func serveStdio(ctx context.Context, srv *server, in io.Reader, out io.Writer, log *slog.Logger) error {
 	c := newStdioConn(out)
 	c.direct = newDirectCalls(ctx, srv)
-	return serveConn(ctx, srv.mcp, c, in, log)
+	err := serveConn(ctx, srv.mcp, c, in, log)
+	// The SDK's Run waits for its own handlers; calls answered here are
+	// waited for too, past the drain if one outlived it.
+	if !c.direct.wait(5 * time.Second) {
+		log.Warn("stopping with tool calls still running")
+	}
+	return err
 }
 
 // serveConn is serveStdio on c, whose direct calls, if any, are set.
