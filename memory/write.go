@@ -168,7 +168,7 @@ func checkBody(b string) error {
 // LF line endings, no leading blank lines, no trailing white space. Every
 // writer stores this form, so a record and its file always agree.
 func CanonBody(s string) string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = UnixNewlines(s)
 	for {
 		i := strings.IndexByte(s, '\n')
 		if i < 0 || strings.Trim(s[:i], " \t\r") != "" {
@@ -177,6 +177,38 @@ func CanonBody(s string) string {
 		s = s[i+1:]
 	}
 	return strings.TrimRight(s, " \t\r\n")
+}
+
+// UnixNewlines ends every line with a bare LF: the CRs just before each LF
+// go ("\r\n" and "\r\r\n" alike), so a second pass changes nothing. A CR
+// anywhere else stays.
+func UnixNewlines(s string) string {
+	i := strings.Index(s, "\r\n")
+	if i < 0 {
+		return s
+	}
+	for i > 0 && s[i-1] == '\r' {
+		i--
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	b.WriteString(s[:i])
+	for i < len(s) {
+		if s[i] != '\r' {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && s[j] == '\r' {
+			j++
+		}
+		if j == len(s) || s[j] != '\n' {
+			b.WriteString(s[i:j])
+		}
+		i = j
+	}
+	return b.String()
 }
 
 func checkDescription(d string) (string, error) {

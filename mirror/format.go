@@ -147,7 +147,9 @@ func Decode(stem string, data []byte) (memory.Record, error) {
 		return memory.Record{}, err
 	}
 	data = bytes.TrimPrefix(data, []byte("\uFEFF"))
-	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
+	if bytes.Contains(data, []byte("\r\n")) {
+		data = []byte(memory.UnixNewlines(string(data)))
+	}
 
 	var fm frontMatter
 	rest := data
