@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"prom.codes/memory-mcp/scope"
@@ -442,6 +443,10 @@ type MirrorChanges struct {
 // < 0 returns the whole state as Changed. All of it is read in one
 // statement, so it is one consistent view.
 func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
+	token, known := s.changeToken(ctx)
+	if since >= 0 && known && s.seen.at(p, token) == since {
+		return MirrorChanges{Version: since, Changed: map[string]FileState{}}, nil
+	}
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT 0, stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = @p AND v > @since
 		UNION ALL SELECT 1, stem, 0, 0, '', '', 0, '' FROM mirror_gone WHERE project = @p AND v > @since AND @since >= 0
@@ -470,7 +475,42 @@ func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since 
 	if err := rows.Err(); err != nil {
 		return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
 	}
+	if known {
+		s.seen.set(p, token, out.Version)
+	}
 	return out, nil
+}
+
+// mirrorSeen is, by project, the mirror state's version that
+// MirrorChangesSince last read and the change token read before it.
+type mirrorSeen struct {
+	mu sync.Mutex
+	by map[scope.Identity]seenVersion
+}
+
+type seenVersion struct {
+	token   changeToken
+	version int64
+}
+
+// at returns p's version seen at token, or -1.
+func (m *mirrorSeen) at(p scope.Identity, token changeToken) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.by[p]; ok && v.token == token {
+		return v.version
+	}
+	return -1
+}
+
+func (m *mirrorSeen) set(p scope.Identity, token changeToken, version int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.by == nil || len(m.by) >= 1024 {
+		// A team server's many projects: a bound, not a cache to tune.
+		m.by = map[scope.Identity]seenVersion{}
+	}
+	m.by[p] = seenVersion{token, version}
 }
 
 // MirrorVersion returns a number that changes whenever project p's mirror

@@ -21,6 +21,11 @@ type searchIndex struct {
 	mu      sync.RWMutex // write-held while catching up, read-held while searching
 	buckets map[string]*bucketIndex
 
+	// token is the store's changeToken (nil: none), and last the change
+	// sequence read at one: while the token stays, no change came since.
+	token func(context.Context) (changeToken, bool)
+	last  versioned[int64]
+
 	// The statements every search runs, prepared once: preparing them
 	// anew cost a search as much as running them.
 	prep     sync.Mutex
@@ -156,9 +161,17 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 	if err != nil {
 		return nil, err
 	}
-	var last int64
-	if err := lastStmt.QueryRowContext(ctx).Scan(&last); err != nil {
-		return nil, fmt.Errorf("read change sequence: %w", err)
+	var token changeToken
+	var known bool
+	if x.token != nil {
+		token, known = x.token(ctx)
+	}
+	last, ok := x.last.get(token, known)
+	if !ok {
+		if err := lastStmt.QueryRowContext(ctx).Scan(&last); err != nil {
+			return nil, fmt.Errorf("read change sequence: %w", err)
+		}
+		x.last.set(token, known, last)
 	}
 	out := make([]*bucketIndex, len(keys))
 	x.mu.RLock()

@@ -54,6 +54,8 @@ type Store struct {
 	counts  map[countKey]count // see Count
 
 	search searchIndex // see Search
+	wal    walWatch    // see changeToken
+	seen   mirrorSeen  // see MirrorChangesSince
 
 	vectors vectorIndex  // see SemanticSearch
 	uses    touches      // see touch.go
@@ -124,6 +126,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, now: now, writing: make(chan struct{}, 1)}
+	s.search.token = s.changeToken
 	if err := s.setup(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
@@ -191,6 +194,7 @@ func (s *Store) Close() error {
 	}
 	s.uses.mu.Unlock()
 	s.stopCheckpoints()
+	s.wal.close()
 	if err := s.db.Close(); err != nil {
 		return err
 	}
