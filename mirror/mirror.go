@@ -180,28 +180,28 @@ func (d *Dir) check() error {
 	p := d.root
 	for _, name := range strings.Split(relDir, "/") {
 		p = filepath.Join(p, name)
-		rel := d.rel(p)
+		rel := func() string { return d.rel(p) } // for errors only: it runs before every call
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("check %s: %v", rel, err)
+			return fmt.Errorf("check %s: %v", rel(), err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			target, err := filepath.EvalSymlinks(p)
 			if err != nil {
-				return fmt.Errorf("%s is a symlink that does not resolve; refusing to use it for memories: %v", rel, err)
+				return fmt.Errorf("%s is a symlink that does not resolve; refusing to use it for memories: %v", rel(), err)
 			}
 			if !within(d.realRoot, target) {
-				return fmt.Errorf("%s is a symlink to %s, outside the workspace %s; refusing to read or write memories there", rel, target, d.root)
+				return fmt.Errorf("%s is a symlink to %s, outside the workspace %s; refusing to read or write memories there", rel(), target, d.root)
 			}
 			if fi, err = os.Stat(target); err != nil {
-				return fmt.Errorf("check %s: %v", rel, err)
+				return fmt.Errorf("check %s: %v", rel(), err)
 			}
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", rel)
+			return fmt.Errorf("%s is not a directory", rel())
 		}
 	}
 	return nil

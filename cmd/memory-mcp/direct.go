@@ -250,11 +250,7 @@ func (d *directCalls) wait(timeout time.Duration) bool {
 // answered notes that the SDK answered the call with id, with a result or
 // not: a _meta the SDK took once it takes always.
 func (d *directCalls) answered(id jsonrpc.ID, result bool) {
-	raw, err := json.Marshal(id.Raw())
-	if err != nil {
-		return
-	}
-	key := canonicalID(raw)
+	key := idKey(id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	meta, ok := d.watching[key]

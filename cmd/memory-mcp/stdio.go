@@ -91,16 +91,19 @@ func forward(line []byte, c *stdioConn, log *slog.Logger) error {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil
 	}
-	if !utf8.Valid(line) || !json.Valid(line) {
+	// Member names are matched exactly, as the SDK's decoder does: a struct
+	// would match "ID" or "Method" too, and let through a line the SDK then
+	// reads as something else. Unmarshal checks the whole line is JSON
+	// before it decodes any of it, and says so with a SyntaxError.
+	var obj map[string]json.RawMessage
+	err := json.Unmarshal(line, &obj)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) || !utf8.Valid(line) {
 		log.Warn("dropped an input line that is not JSON", "bytes", len(line))
 		c.errorReply(nil, -32700, "Parse error")
 		return nil
 	}
-	// Member names are matched exactly, as the SDK's decoder does: a struct
-	// would match "ID" or "Method" too, and let through a line the SDK then
-	// reads as something else.
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
+	if err != nil || obj == nil {
 		log.Warn("dropped an input line that is not a JSON-RPC object", "bytes", len(line))
 		c.errorReply(nil, -32600, "Invalid Request: want one JSON-RPC 2.0 object per line")
 		return nil
@@ -176,10 +179,8 @@ func plainMessage(obj map[string]json.RawMessage, line []byte) (*jsonrpc.Request
 	}
 	req := &jsonrpc.Request{Method: string(m[1 : len(m)-1]), Params: params}
 	if raw, ok := obj["id"]; ok && string(raw) != "null" {
-		var v any
-		d := json.NewDecoder(bytes.NewReader(raw))
-		d.UseNumber()
-		if d.Decode(&v) != nil {
+		v, ok := decodeID(raw)
+		if !ok {
 			return nil, false
 		}
 		// As the SDK does: a number as a float64 (validID allows only
@@ -245,10 +246,8 @@ const maxExactID = 1 << 53
 // number within ±2^53, or the answer would carry another id and the caller
 // would wait for ever.
 func validID(raw json.RawMessage) bool {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if d.Decode(&v) != nil {
+	v, ok := decodeID(raw)
+	if !ok {
 		return false
 	}
 	switch v := v.(type) {
@@ -361,8 +360,7 @@ func (c *stdioConn) SessionID() string { return "" }
 
 // settle marks the request with id answered. c.mu must be held.
 func (c *stdioConn) settle(id jsonrpc.ID) {
-	b, _ := json.Marshal(id.Raw())
-	delete(c.pending, canonicalID(b))
+	delete(c.pending, idKey(id))
 	if len(c.pending) == 0 && c.idle != nil {
 		close(c.idle)
 		c.idle = nil
@@ -391,13 +389,91 @@ func (c *stdioConn) drain(timeout time.Duration) {
 	}
 }
 
+// decodeID decodes raw, a member's value from a line that is valid JSON,
+// as a json.Decoder using numbers would, when it is a string, a number or
+// null (a number is its own text); anything else, no id JSON-RPC allows,
+// it refuses. A Decoder cost a call 4 KiB of buffers.
+func decodeID(raw json.RawMessage) (any, bool) {
+	if len(raw) == 0 {
+		return nil, false
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return nil, false
+		}
+		return s, true
+	case c == '-' || c >= '0' && c <= '9':
+		if !json.Valid(raw) {
+			return nil, false
+		}
+		return json.Number(raw), true
+	case string(raw) == "null":
+		return nil, true
+	}
+	return nil, false
+}
+
+// canonicalID is the key by which the request with the raw id is known:
+// the id decoded as the SDK decodes it and encoded again, so that 1, 1.0
+// and 1e0 are one id.
 func canonicalID(raw json.RawMessage) string {
+	if plainID(raw) {
+		return string(raw)
+	}
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return string(raw)
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// idKey is canonicalID of the id the SDK answers with.
+func idKey(id jsonrpc.ID) string {
+	switch v := id.Raw().(type) {
+	case int64:
+		if v >= 0 && v <= maxExactID {
+			return strconv.FormatInt(v, 10)
+		}
+	case string:
+		if b, _ := json.Marshal(v); plainID(b) {
+			return string(b)
+		}
+	}
+	b, _ := json.Marshal(id.Raw())
+	return canonicalID(b)
+}
+
+// plainID reports whether raw is its own canonicalID: a whole number of
+// at most 15 digits without leading zeros, which a float64 holds exactly
+// and encodes the same, or a string of printable ASCII that encoding/json
+// writes unescaped.
+func plainID(raw []byte) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	if raw[0] == '"' {
+		if len(raw) < 2 || raw[len(raw)-1] != '"' {
+			return false
+		}
+		for _, c := range raw[1 : len(raw)-1] {
+			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
+	}
+	if len(raw) > 15 || raw[0] == '0' && len(raw) > 1 {
+		return false
+	}
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *stdioConn) errorReply(id json.RawMessage, code int, msg string) {

@@ -627,7 +627,7 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 	}
 	defaults := hasDefaults(schema)
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := applyArguments(req.Params.Arguments, in, schema, fields)
+		args, err := checkArguments(req.Params.Arguments, in, schema, fields)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -640,7 +640,11 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 			return runTool(ctx, t.Name, h, req, v)
 		}
 		v = *new(In)
-		if err := json.Unmarshal(args, &v); err != nil {
+		b, err := json.Marshal(args)
+		if err == nil {
+			err = json.Unmarshal(b, &v)
+		}
+		if err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) && te.Field != "" {
 				return errorResult(memory.Errorf(memory.CodeInvalidArgument, te.Field, "is out of range")), nil
@@ -724,6 +728,16 @@ func exactNumbers(b []byte) bool {
 // names the field and what it takes, never the value sent: the validator's
 // own messages quote values, and a value may be a secret.
 func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (json.RawMessage, error) {
+	args, err := checkArguments(raw, resolved, schema, fields)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(args)
+}
+
+// checkArguments is applyArguments without the encoding, which a call
+// whose arguments decode straight from the request does without.
+func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (map[string]any, error) {
 	args := map[string]any{}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &args); err != nil {
@@ -741,7 +755,7 @@ func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *
 	if err := resolved.Validate(&args); err != nil {
 		return nil, argumentError(args, schema, fields)
 	}
-	return json.Marshal(args)
+	return args, nil
 }
 
 // argumentError finds the first field of args that schema refuses and says
