@@ -126,6 +126,14 @@ func (s *Store) args(p scope.Identity, more ...any) []any {
 		sql.Named("g", int(globalFrom(p))), sql.Named("now", s.now().UnixNano())}, more...)
 }
 
+// The queries of resolve by key, whole: made on every read, they cost it
+// a kilobyte.
+const (
+	byKeyWhere   = `SELECT ` + cols + ` FROM records r WHERE r.key = @key AND (@type = '' OR r.type = @type) AND `
+	byKey        = byKeyWhere + effective + ` ORDER BY r.type`
+	byKeyInScope = byKeyWhere + visible + ` AND r.scope = @scope ORDER BY r.type`
+)
+
 // resolve finds the one record sel picks, as project p sees it.
 func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Selector) (Record, error) {
 	if sel.ID != "" {
@@ -143,15 +151,13 @@ func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Se
 	if err != nil {
 		return Record{}, err
 	}
-	where := `WHERE r.key = @key AND (@type = '' OR r.type = @type) AND `
+	query := byKey
 	args := s.args(p, sql.Named("key", key), sql.Named("type", string(sel.Type)))
 	if sel.Scope != nil {
-		where += visible + ` AND r.scope = @scope`
+		query = byKeyInScope
 		args = append(args, sql.Named("scope", int(*sel.Scope)))
-	} else {
-		where += effective
 	}
-	rs, err := queryRecords(ctx, q, `SELECT `+cols+` FROM records r `+where+` ORDER BY r.type`, args...)
+	rs, err := queryRecords(ctx, q, query, args...)
 	if err != nil {
 		return Record{}, err
 	}

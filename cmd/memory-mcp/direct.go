@@ -325,6 +325,20 @@ func answerFrame(id jsonrpc.ID, res mcp.Result, err error, complete bool) ([]byt
 		return jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Error: err})
 	}
 	var b bytes.Buffer
+	if tr, ok := res.(*mcp.CallToolResult); ok && tr != nil {
+		// Room for the answer and the line's end: growing to it step by
+		// step cost a read a kilobyte of copies.
+		n := 128
+		if sc, ok := tr.StructuredContent.(compactJSON); ok {
+			n += len(sc)
+		}
+		for _, c := range tr.Content {
+			if t, ok := c.(*mcp.TextContent); ok && t != nil {
+				n += len(t.Text) + len(t.Text)/8
+			}
+		}
+		b.Grow(n)
+	}
 	b.WriteString(`{"jsonrpc":"2.0","id":`)
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -377,8 +391,8 @@ func (c compactJSON) MarshalJSON() ([]byte, error) { return c, nil }
 // appendToolResult writes the plain tool result tr to b as the SDK's
 // MarshalJSON would, and reports whether it did: tr has text content
 // only, no input requests, request state or result type, and structured content
-// (if any) that is compactJSON. The text goes through json.Marshal, as in
-// the SDK, so it is escaped the same way.
+// (if any) that is compactJSON. The text is escaped as json.Marshal
+// escapes it in the SDK.
 func appendToolResult(b *bytes.Buffer, tr *mcp.CallToolResult) bool {
 	sc, ok := tr.StructuredContent.(compactJSON)
 	if !ok && tr.StructuredContent != nil || tr.InputRequests != nil || tr.RequestState != "" || tr.Content == nil {
@@ -406,17 +420,18 @@ func appendToolResult(b *bytes.Buffer, tr *mcp.CallToolResult) bool {
 		b.WriteByte(',')
 	}
 	b.WriteString(`"content":[`)
+	// An Encoder escapes as json.Marshal does, straight into b.
+	enc := json.NewEncoder(b)
 	for i, c := range tr.Content {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		text, err := json.Marshal(c.(*mcp.TextContent).Text)
-		if err != nil {
+		b.WriteString(`{"type":"text","text":`)
+		if err := enc.Encode(c.(*mcp.TextContent).Text); err != nil {
 			b.Truncate(start) // not reached: a string always encodes
 			return false
 		}
-		b.WriteString(`{"type":"text","text":`)
-		b.Write(text)
+		b.Truncate(b.Len() - 1) // Encode's newline
 		b.WriteByte('}')
 	}
 	b.WriteByte(']')
