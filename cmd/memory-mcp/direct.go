@@ -118,8 +118,9 @@ func callParams(params json.RawMessage) (name string, args, meta json.RawMessage
 	return name, args, meta, true
 }
 
-// take answers req, a plain request whose raw id is id, if it is a call it
-// handles; it reports false to leave req to the SDK.
+// take takes req, a plain request whose raw id is id, if it is a call it
+// handles, and sets c.taken to answer it; it reports false to leave req to
+// the SDK.
 func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessage) bool {
 	if req.Method != "tools/call" || !req.ID.IsValid() {
 		return false
@@ -170,7 +171,7 @@ func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessag
 	if version >= multiRoundTripVersion {
 		ctx = context.WithValue(ctx, resultMark{}, &mark)
 	}
-	d.run(func() {
+	c.taken = d.counted(func() {
 		res, err := d.handler(ctx, "tools/call", r)
 		// As the SDK does, the call stops being cancellable before its
 		// answer goes out, so the id may be used again at once.
@@ -200,16 +201,22 @@ func (d *directCalls) take(c *stdioConn, req *jsonrpc.Request, id json.RawMessag
 // maxIdle is how many workers wait for calls at most.
 const maxIdle = 4
 
-// run runs call f on a worker: one waiting for work if there is one, else
-// a new one. A worker keeps its stack from call to call, where a goroutine
-// per call grew a new one each time, step by step, to the depth of the
-// argument's schema validation.
-func (d *directCalls) run(call func()) {
+// counted returns call counted among the calls running (see wait) from
+// now until it returns.
+func (d *directCalls) counted(call func()) func() {
 	d.calls.Add(1)
-	f := func() {
+	return func() {
 		defer d.calls.Add(-1)
 		call()
 	}
+}
+
+// dispatch runs f on a worker: one waiting for work if there is one, else
+// a new one. A worker keeps its stack from call to call, where a goroutine
+// per call grew a new one each time, step by step, to the depth of the
+// argument's schema validation. The reading of the input goes from worker
+// to worker too (see lineFilter.run).
+func (d *directCalls) dispatch(f func()) {
 	select {
 	case d.work <- f:
 	default:

@@ -41,11 +41,10 @@ func serveStdio(ctx context.Context, srv *server, in io.Reader, out io.Writer, l
 
 // serveConn is serveStdio on c, whose direct calls, if any, are set.
 func serveConn(ctx context.Context, s *mcp.Server, c *stdioConn, in io.Reader, log *slog.Logger) error {
-	go func() {
-		err := filterLines(in, c, log)
+	go filterLines(in, c, log, func(err error) {
 		c.drain(10 * time.Second)
 		c.end(err)
-	}()
+	})
 	err := s.Run(ctx, c)
 	c.Close()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
@@ -54,33 +53,61 @@ func serveConn(ctx context.Context, s *mcp.Server, c *stdioConn, in io.Reader, l
 	return err
 }
 
-func filterLines(in io.Reader, c *stdioConn, log *slog.Logger) error {
-	r := bufio.NewReaderSize(in, 64<<10)
-	var line []byte
+// filterLines reads in line by line and forwards each line (see forward),
+// then calls done once, when in ends, with why (nil at its end).
+func filterLines(in io.Reader, c *stdioConn, log *slog.Logger, done func(error)) {
+	f := &lineFilter{r: bufio.NewReaderSize(in, 64<<10), c: c, log: log, done: done}
+	f.run()
+}
+
+// lineFilter is the reading of one input. One goroutine at a time reads.
+type lineFilter struct {
+	r    *bufio.Reader
+	line []byte
+	c    *stdioConn
+	log  *slog.Logger
+	done func(error)
+}
+
+// run reads and forwards lines until the input ends, or until a line
+// brings a tool call to answer here: then it hands the reading on to a
+// worker and answers the call itself, at once. Handing the call to a
+// worker instead made every call wait for that worker to be scheduled.
+func (f *lineFilter) run() {
 	tooLong := false
 	for {
-		chunk, err := r.ReadSlice('\n')
-		if !tooLong && len(line)+len(chunk) > maxLine+1 {
-			tooLong, line = true, nil
+		chunk, err := f.r.ReadSlice('\n')
+		if !tooLong && len(f.line)+len(chunk) > maxLine+1 {
+			tooLong, f.line = true, nil
 		}
 		if !tooLong {
-			line = append(line, chunk...)
+			f.line = append(f.line, chunk...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if tooLong {
-			log.Warn("dropped an input line over the size limit", "limit", maxLine)
-			c.errorReply(nil, -32600, "Invalid Request: message larger than 16 MiB")
-		} else if werr := forward(bytes.TrimRight(line, "\r\n"), c, log); werr != nil {
-			return werr
+			f.log.Warn("dropped an input line over the size limit", "limit", maxLine)
+			f.c.errorReply(nil, -32600, "Invalid Request: message larger than 16 MiB")
+		} else if werr := forward(bytes.TrimRight(f.line, "\r\n"), f.c, f.log); werr != nil {
+			f.c.runTaken()
+			f.done(werr)
+			return
 		}
-		line, tooLong = line[:0], false
+		f.line, tooLong = f.line[:0], false
 		if err != nil {
+			f.c.runTaken()
 			if errors.Is(err, io.EOF) {
-				return nil
+				err = nil
 			}
-			return err
+			f.done(err)
+			return
+		}
+		if call := f.c.taken; call != nil {
+			f.c.taken = nil
+			f.c.direct.dispatch(f.run)
+			call()
+			return
 		}
 	}
 }
@@ -271,6 +298,7 @@ type stdioConn struct {
 	idle    chan struct{}
 
 	direct *directCalls // answers plain tool calls; nil to leave all to the SDK
+	taken  func()       // the call the line just read brought, for the reader to answer
 
 	in     chan jsonrpc.Message
 	ended  chan struct{} // closed when the input is over
@@ -338,6 +366,15 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	}
 	_, err = c.out.Write(append(data, '\n'))
 	return err
+}
+
+// runTaken answers on a worker the call the line just read brought, if
+// any: the reader has more to do first.
+func (c *stdioConn) runTaken() {
+	if c.taken != nil {
+		c.direct.dispatch(c.taken)
+		c.taken = nil
+	}
 }
 
 // writeAnswer writes frame, the answer to the request with id, and
