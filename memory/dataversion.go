@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"path/filepath"
 	"sync"
 )
 
@@ -94,7 +95,14 @@ func (w *walWatch) start(ctx context.Context, db *sql.DB, path string) {
 		}
 		return
 	}
-	hdr, err := mapWALHeader(path + "-shm")
+	// SQLite finds the -shm file beside the database file, symlinks
+	// followed: a stale one beside a link would never change.
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		conn.Close()
+		return
+	}
+	hdr, err := mapWALHeader(real + "-shm")
 	if err != nil {
 		conn.Close()
 		return

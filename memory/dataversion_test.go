@@ -185,3 +185,56 @@ func BenchmarkMirrorChangesSinceUnchanged(b *testing.B) {
 		}
 	}
 }
+
+// A database reached through a symlink has its -shm file beside the real
+// file, where SQLite puts it; a stale one beside the link is not read.
+func TestChangeTokenThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	realDir, linkDir := filepath.Join(dir, "real"), filepath.Join(dir, "link")
+	if err := os.MkdirAll(realDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(linkDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	real, link := filepath.Join(realDir, "memory.db"), filepath.Join(linkDir, "memory.db")
+	s1, err := Open(ctx, real, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	// A stale log index beside the link, as an older copy might leave.
+	stale, err := os.ReadFile(real + "-shm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(link+"-shm", stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(ctx, link, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	p := projA.ID
+	seen, err := s2.MirrorChangesSince(ctx, p, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.MirrorChangesSince(ctx, p, seen.Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s1.Import(ctx, p, Record{Type: Semantic, Key: "tapir", Body: "a tapir"}, FileState{Stem: "tapir", Hash: "h"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s2.MirrorChangesSince(ctx, p, seen.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ch.Changed["tapir"]; !ok {
+		t.Fatalf("the write through the real path is not seen through the link: %+v", ch)
+	}
+}
