@@ -238,3 +238,35 @@ func TestChangeTokenThroughSymlink(t *testing.T) {
 		t.Fatalf("the write through the real path is not seen through the link: %+v", ch)
 	}
 }
+
+// The vector index too sees at once what another Store embedded, and
+// what it removed.
+func TestChangeTokenVectorsOfOtherStores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	s1, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	s2, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	_, c := standIn(t, "toy")
+	const q = "feline"
+	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) != 0 {
+		t.Fatalf("hits in an empty store: %v", hitKeys(hits))
+	}
+	put(t, s2, projA, sem("pets", "The kitten sleeps on the sofa."))
+	embedAll(t, s2, c)
+	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) == 0 || hits[0].Record.Key != "pets" {
+		t.Fatalf("the other store's vector is not seen: %v", hitKeys(hits))
+	}
+	if _, err := s2.Delete(ctx, projA, Selector{Key: "pets", Type: Semantic}); err != nil {
+		t.Fatal(err)
+	}
+	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) != 0 {
+		t.Fatalf("the other store's delete is not seen: %v", hitKeys(hits))
+	}
+}

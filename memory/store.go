@@ -126,7 +126,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, now: now, writing: make(chan struct{}, 1)}
-	s.search.token = s.changeToken
+	s.search.token, s.vectors.token = s.changeToken, s.changeToken
 	if err := s.setup(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
