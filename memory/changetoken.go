@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"sync"
 )
 
@@ -16,12 +15,12 @@ import (
 // SQLite in WAL mode publishes every commit, of any connection in any
 // process, by rewriting the header of the write-ahead log's index, which
 // every connection maps from the -shm file beside the database: its
-// change counter, frame count and checksums. The Store maps that header
-// too and reads it with plain loads; a header that has not moved since a
-// query began means nothing was committed after it began, so the query's
-// answer still holds. Where the header cannot be read (PostgreSQL, a
-// platform without mmap, a header being rewritten at that moment) the
-// caller asks the database as before.
+// change counter, frame count and checksums. The Store reads that header
+// through one connection's own mapping (see walHeader) with plain loads;
+// a header that has not moved since a query began means nothing was
+// committed after it began, so the query's answer still holds. Where the
+// header cannot be read (PostgreSQL, a build without cgo, a header being
+// rewritten at that moment) the caller asks the database as before.
 
 // changeToken is the log index header as one commit left it.
 type changeToken [walHdrWords]uint32
@@ -35,7 +34,7 @@ const walHdrWords = 12
 type walWatch struct {
 	mu     sync.RWMutex // read-held while reading hdr, write-held to set it up or end it
 	conn   *sql.Conn    // keeps this process's hold on the -shm file (see start)
-	hdr    walHeader    // nil until started, or when it cannot be read
+	hdr    walHeader    // zero until started, or when it cannot be read
 	tried  bool
 	closed bool
 }
@@ -52,7 +51,7 @@ func (s *Store) changeToken(ctx context.Context) (changeToken, bool) {
 	w.mu.RLock()
 	if w.tried {
 		defer w.mu.RUnlock()
-		if w.hdr == nil {
+		if w.hdr == (walHeader{}) {
 			return changeToken{}, false
 		}
 		return w.hdr.read()
@@ -61,20 +60,18 @@ func (s *Store) changeToken(ctx context.Context) (changeToken, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.tried && !w.closed {
-		w.start(ctx, s.db, s.path)
+		w.start(ctx, s.db)
 	}
-	if w.hdr == nil {
+	if w.hdr == (walHeader{}) {
 		return changeToken{}, false
 	}
 	return w.hdr.read()
 }
 
-// start maps the header. The -shm file is made anew (emptied) by the
-// first connection of any process to open the database after every
-// connection closed; a connection of this process holding it open, which
-// is what conn is for, rules that out while the mapping lives. If it
+// start finds the header in the log index as the watching connection
+// maps it; the mapping is SQLite's and lives while conn is open. If it
 // cannot start, it is not tried again. w.mu must be write-held.
-func (w *walWatch) start(ctx context.Context, db *sql.DB, path string) {
+func (w *walWatch) start(ctx context.Context, db *sql.DB) {
 	w.tried = true
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -95,14 +92,7 @@ func (w *walWatch) start(ctx context.Context, db *sql.DB, path string) {
 		}
 		return
 	}
-	// SQLite finds the -shm file beside the database file, symlinks
-	// followed: a stale one beside a link would never change.
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		conn.Close()
-		return
-	}
-	hdr, err := mapWALHeader(real + "-shm")
+	hdr, err := logIndexOf(conn)
 	if err != nil {
 		conn.Close()
 		return
@@ -116,10 +106,7 @@ func (w *walWatch) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.closed, w.tried = true, true
-	if w.hdr != nil {
-		w.hdr.unmap()
-		w.hdr = nil
-	}
+	w.hdr = walHeader{}
 	if w.conn != nil {
 		w.conn.Close()
 		w.conn = nil

@@ -1,0 +1,63 @@
+//go:build linux
+
+package memory
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestChangeTokenKeepsSQLiteLocks checks that watching the log index
+// leaves SQLite's locks on the -shm file alone. POSIX record locks belong
+// to the process and the file: closing any descriptor of the file drops
+// every one of them, so a watcher that opened and closed the -shm file
+// let the next process to open the database take it for unused and reset
+// it under this one's feet (a bus error inside SQLite, or worse). The
+// dead-man-switch byte SQLite holds a read lock on for as long as a
+// connection is open must still be locked after the token has started.
+func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	s, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	locked := func() bool {
+		t.Helper()
+		f, err := os.OpenFile(path+"-shm", os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Asking with an open file description's lock (F_OFD_GETLK) sees
+		// this process's own POSIX locks as conflicts. The descriptor is
+		// kept open until the test ends: closing it would drop them.
+		t.Cleanup(func() { f.Close() })
+		const ofdGetLK = 36
+		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: 128, Len: 1}
+		if err := syscall.FcntlFlock(f.Fd(), ofdGetLK, &lk); err != nil {
+			t.Fatal(err)
+		}
+		return lk.Type != syscall.F_UNLCK
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if !locked() {
+		t.Fatal("no lock on the -shm file's dead-man-switch byte before the token starts: the test cannot see SQLite's locks")
+	}
+	if _, ok := s.changeToken(ctx); !ok {
+		t.Fatal("change token unknown on a SQLite database in WAL mode")
+	}
+	if _, err := s.MirrorChangesSince(ctx, projA.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Search(ctx, projA.ID, SearchOptions{Query: "zebra"}); err != nil {
+		t.Fatal(err)
+	}
+	if !locked() {
+		t.Fatal("SQLite's lock on the -shm file is gone after the change token started")
+	}
+}
