@@ -61,3 +61,47 @@ func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
 		t.Fatal("SQLite's lock on the -shm file is gone after the change token started")
 	}
 }
+
+// TestSecondOpenKeepsSQLiteLocks checks that opening a second Store on a
+// database this process already has open does not drop the first one's
+// SQLite locks on the database file (by opening and closing the file to
+// create it).
+func TestSecondOpenKeepsSQLiteLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	a, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	locked := func() bool {
+		t.Helper()
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		const ofdGetLK = 36
+		// SQLite's shared lock on the database file: 510 bytes from 2
+		// past its lock byte at 1 GiB.
+		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: 0x40000002, Len: 510}
+		if err := syscall.FcntlFlock(f.Fd(), ofdGetLK, &lk); err != nil {
+			t.Fatal(err)
+		}
+		return lk.Type != syscall.F_UNLCK
+	}
+	var n int
+	if err := a.db.QueryRowContext(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if !locked() {
+		t.Fatal("no shared lock on the database file: the test cannot see SQLite's locks")
+	}
+	b, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if !locked() {
+		t.Fatal("the first Store's lock on the database file is gone after a second Open")
+	}
+}

@@ -111,13 +111,9 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err := tighten(dir, path); err != nil {
 		return nil, err
 	}
-	// Create the file ourselves so its mode is 0600 whatever the umask; SQLite
-	// gives the -wal and -shm files the same mode.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	if err := create(path); err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
-	f.Close()
 
 	// A URI: escape what would end or change its path (#, ?, %).
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_stmt_cache_size=64&_secure_delete=on"
@@ -491,4 +487,31 @@ func joinTypes(ts []Type) string {
 		ss[i] = string(t)
 	}
 	return strings.Join(ss, ", ")
+}
+
+// createMu makes creating a database file and SQLite's first open of it
+// one step for this process: see create.
+var createMu sync.Mutex
+
+// create makes the database file, if it does not exist, so its mode is
+// 0600 whatever the umask (SQLite gives the -wal and -shm files the same
+// mode). An existing file is never opened here: closing any descriptor of
+// a file drops every POSIX lock this process holds on it, and another
+// Store's connections hold SQLite's.
+func create(path string) error {
+	createMu.Lock()
+	defer createMu.Unlock()
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
+	} else if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // another process made it meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
