@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -151,17 +152,23 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	hits := make([]Hit, 0, len(results))
 	var in []string
 	for i, r := range results {
-		rec := recs[i]
+		rec, cut := recs[i].Record, recs[i].cut
 		if rec.ID == "" {
 			continue
 		}
 		h := Hit{Record: rec, Score: r.Score}
 		if !opts.NoPreview {
+			if cut && strings.TrimSpace(rec.Body) == "" {
+				if rec.Body, err = s.wholeBody(ctx, r.ID); err != nil {
+					return nil, fmt.Errorf("search: %w", err)
+				}
+				cut = false
+			}
 			// The preview looks only for the words the index found in the
 			// text it shows: looking for the others read all of it in vain.
-			shown := index.Body
-			if strings.TrimSpace(rec.Body) == "" {
-				shown = index.Description
+			text, shown := rec.Body, index.Body
+			if strings.TrimSpace(text) == "" {
+				text, shown, cut = rec.Description, index.Description, false
 			}
 			in = in[:0]
 			for i, t := range r.Terms {
@@ -169,7 +176,13 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 					in = append(in, t)
 				}
 			}
-			h.Preview = preview(rec, in, words)
+			var ok bool
+			if h.Preview, ok = excerpt(text, cut, in, words); !ok {
+				if text, err = s.wholeBody(ctx, r.ID); err != nil {
+					return nil, fmt.Errorf("search: %w", err)
+				}
+				h.Preview = preview(Record{Body: text, Description: rec.Description}, in, words)
+			}
 		}
 		h.Why.Terms = make([]string, 0, len(r.Terms))
 		for _, t := range r.Terms {
@@ -206,8 +219,8 @@ func visibleBuckets(p scope.Identity) []string {
 // of the buckets keys, a record in the global bucket only from level
 // global up; a record not read is left zero. With full, each record is
 // read whole; without, only what a hit shows: its id, scope, type, key,
-// description and body (for the preview).
-func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, results []index.Result, full bool) ([]Record, error) {
+// description and the start of its body (for the preview).
+func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, results []index.Result, full bool) ([]hitRecord, error) {
 	_, hitsStmt, cardStmt, err := s.search.statements(ctx, s.db)
 	if err != nil {
 		return nil, err
@@ -231,10 +244,10 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 	}
 	defer rows.Close()
 	now := s.now()
-	out := make([]Record, len(results))
+	out := make([]hitRecord, len(results))
 	// Scanned into once per call, not once per row: each is handed to
 	// Scan behind an interface, and would be allocated anew.
-	var id int64
+	var id, size int64
 	var project, rid, typ, key, desc, body string
 	var sc int
 	var exp sql.NullInt64
@@ -246,7 +259,7 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 				return nil, err
 			}
 		} else {
-			if err := rows.Scan(&id, &project, &rid, &sc, &typ, &key, &desc, &body, &exp); err != nil {
+			if err := rows.Scan(&id, &project, &rid, &sc, &typ, &key, &desc, &body, &size, &exp); err != nil {
 				return nil, err
 			}
 			r = Record{ID: rid, Scope: scope.Level(sc), Type: types[typ], Key: key, Description: desc, Body: body, ExpiresAt: fromNanos(exp)}
@@ -259,12 +272,39 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 		}
 		for i, res := range results {
 			if res.ID == id {
-				out[i] = r
+				out[i] = hitRecord{r, !full && int64(len(r.Body)) < size}
 				break
 			}
 		}
 	}
 	return out, rows.Err()
+}
+
+// previewRead is how many characters of a hit's body a search reads for
+// its preview: most matches lie within them, and a hit whose excerpt
+// needs more has its whole body read.
+const previewRead = 768
+
+// hitRecord is a record as a search reads it; with cut, only the start
+// of its body was read.
+type hitRecord struct {
+	Record
+	cut bool
+}
+
+// wholeBody reads the body of the record at rowid, for the preview of a
+// hit whose excerpt the start of its body did not settle; "" if the
+// record is gone.
+func (s *Store) wholeBody(ctx context.Context, rowid int64) (string, error) {
+	var body string
+	err := s.db.QueryRowContext(ctx, `SELECT body FROM records WHERE rowid = ?`, rowid).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read body: %w", err)
+	}
+	return body, nil
 }
 
 // types shares one copy of each type's name among the records read.
@@ -322,11 +362,24 @@ func preview(r Record, terms []string, words map[string]string) string {
 	if strings.TrimSpace(text) == "" {
 		text = r.Description
 	}
+	p, _ := excerpt(text, false, terms, words)
+	return p
+}
+
+// excerpt is preview's excerpt of text. With cut, text is only the start
+// of the text to show, and ok reports whether the excerpt is the one the
+// whole text gives: it is when the match and the whole excerpt, the word
+// after it included, lie within the start.
+func excerpt(text string, cut bool, terms []string, words map[string]string) (p string, ok bool) {
 	text = strings.TrimLeftFunc(text, unicode.IsSpace)
+	if cut && text == "" {
+		return "", false
+	}
 	at := -1
 	if len(terms) > 0 {
 		probes := make([]string, 0, 2*len(terms))
 		ascii := true
+		longest := 0
 		for _, t := range terms {
 			for _, probe := range [2]string{t, strings.ToLower(words[t])} {
 				// A probe holding another as its prefix ("tests" after
@@ -334,8 +387,12 @@ func preview(r Record, terms []string, words map[string]string) string {
 				if probe != "" && !slices.ContainsFunc(probes, func(q string) bool { return strings.HasPrefix(probe, q) }) {
 					probes = append(probes, probe)
 					ascii = ascii && isASCII(probe)
+					longest = max(longest, len(probe))
 				}
 			}
+		}
+		if cut && !ascii {
+			return "", false // folding may move matches; the whole text is needed
 		}
 		// ASCII words are found in the body as it is, ignoring case, without
 		// a folded copy of the whole body.
@@ -352,6 +409,11 @@ func preview(r Record, terms []string, words map[string]string) string {
 			if i := index(in, probe); i >= 0 && (at < 0 || i < at) {
 				at = i
 			}
+		}
+		// Every match beginning before at ends within the start of the
+		// text only if at is that far from its end.
+		if cut && (at < 0 || at+longest > len(text)) {
+			return "", false
 		}
 		if len(lower) != len(text) {
 			at = min(at, len(text)) // folding changed the length; near enough
@@ -397,10 +459,15 @@ func preview(r Record, terms []string, words map[string]string) string {
 		b.WriteString(w)
 		n += len(w)
 	}
+	// Stopping short of the end, the excerpt has seen every word it
+	// shows end, and the start of the next: a longer text gives the same.
+	if cut && !more {
+		return "", false
+	}
 	if more {
 		b.WriteString("...")
 	}
-	return b.String()
+	return b.String(), true
 }
 
 func isASCII(s string) bool {
