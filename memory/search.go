@@ -145,7 +145,7 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	// record changed since is shown as it is now. One deleted since, or
 	// whose rowid now holds a record of another project or one expired,
 	// is left out.
-	recs, err := s.readHits(ctx, keys, global, results, opts.Bodies)
+	recs, err := s.readHits(ctx, keys, buckets, global, results, opts.Bodies)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
@@ -216,19 +216,52 @@ func visibleBuckets(p scope.Identity) []string {
 }
 
 // readHits reads the records of results, in their order, that live in one
-// of the buckets keys, a record in the global bucket only from level
-// global up; a record not read is left zero. With full, each record is
-// read whole; without, only what a hit shows: its id, scope, type, key,
-// description and the start of its body (for the preview).
-func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, results []index.Result, full bool) ([]hitRecord, error) {
+// of the buckets keys (whose indexes are buckets), a record in the global
+// bucket only from level global up; a record not read is left zero. With
+// full, each record is read whole; without, only what a hit shows: its
+// id, scope, type, key, description and the start of its body (for the
+// preview), from the buckets' cards where they have them.
+func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIndex, global scope.Level, results []index.Result, full bool) ([]hitRecord, error) {
+	now := s.now()
+	out := make([]hitRecord, len(results))
+	ok := func(project string, r Record) bool {
+		return slices.Contains(keys, project) && (project != "" || r.Scope >= global) && (r.ExpiresAt == nil || r.ExpiresAt.After(now))
+	}
+	var gens []uint64
+	missing := len(results)
+	if !full {
+		gens = make([]uint64, len(buckets))
+		for i, b := range buckets {
+			// Taken before the cards are looked at: a card dropped after
+			// the look is not kept again from the row read.
+			gens[i] = b.cards.generation()
+		}
+		for i, res := range results {
+			for j, b := range buckets {
+				if c, found := b.cards.get(res.ID); found {
+					if r := c.record(); ok(keys[j], r) {
+						out[i] = hitRecord{r, int64(len(r.Body)) < c.bodyLen}
+					}
+					missing--
+					break
+				}
+			}
+		}
+		if missing == 0 {
+			return out, nil
+		}
+	}
 	_, hitsStmt, cardStmt, err := s.search.statements(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]byte, 0, 8*len(results)+2)
+	ids := make([]byte, 0, 8*missing+2)
 	ids = append(ids, '[')
 	for i, r := range results {
-		if i > 0 {
+		if !full && out[i].ID != "" {
+			continue
+		}
+		if len(ids) > 1 {
 			ids = append(ids, ',')
 		}
 		ids = strconv.AppendInt(ids, r.ID, 10)
@@ -243,14 +276,11 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 		return nil, err
 	}
 	defer rows.Close()
-	now := s.now()
-	out := make([]hitRecord, len(results))
 	// Scanned into once per call, not once per row: each is handed to
 	// Scan behind an interface, and would be allocated anew.
-	var id, size int64
-	var project, rid, typ, key, desc, body string
-	var sc int
-	var exp sql.NullInt64
+	var id int64
+	var project string
+	var c card
 	whole := newRecordScan(&id, &project)
 	for rows.Next() {
 		var r Record
@@ -259,25 +289,35 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 				return nil, err
 			}
 		} else {
-			if err := rows.Scan(&id, &project, &rid, &sc, &typ, &key, &desc, &body, &size, &exp); err != nil {
+			if err := rows.Scan(&id, &project, &c.id, &c.scope, &c.typ, &c.key, &c.desc, &c.body, &c.bodyLen, &c.expires); err != nil {
 				return nil, err
 			}
-			r = Record{ID: rid, Scope: scope.Level(sc), Type: types[typ], Key: key, Description: desc, Body: body, ExpiresAt: fromNanos(exp)}
-			if r.Type == "" {
-				r.Type = Type(typ)
+			if j := slices.Index(keys, project); j >= 0 {
+				kept := c
+				buckets[j].cards.keep(id, &kept, gens[j])
 			}
+			r = c.record()
 		}
-		if !slices.Contains(keys, project) || project == "" && r.Scope < global || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
+		if !ok(project, r) {
 			continue
 		}
 		for i, res := range results {
 			if res.ID == id {
-				out[i] = hitRecord{r, !full && int64(len(r.Body)) < size}
+				out[i] = hitRecord{r, !full && int64(len(r.Body)) < c.bodyLen}
 				break
 			}
 		}
 	}
 	return out, rows.Err()
+}
+
+// record is the record c shows, its body cut to its start.
+func (c *card) record() Record {
+	r := Record{ID: c.id, Scope: scope.Level(c.scope), Type: types[c.typ], Key: c.key, Description: c.desc, Body: c.body, ExpiresAt: fromNanos(c.expires)}
+	if r.Type == "" {
+		r.Type = Type(c.typ)
+	}
+	return r
 }
 
 // previewRead is how many characters of a hit's body a search reads for

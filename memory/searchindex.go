@@ -74,6 +74,8 @@ type bucketIndex struct {
 	typeNames []Type            // types by docMeta.typ
 	tagSets   [][]string        // the distinct tag lists; 0 is none
 	tagIdx    map[string]uint32 // tag lists by their JSON
+
+	cards hitCards // what searches read of records found lately
 }
 
 func newBucket() *bucketIndex {
@@ -217,6 +219,7 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 		}
 		b.seq = max(b.seq, seq)
 		b.remove(rid)
+		b.cards.drop(rid)
 		if !rowid.Valid {
 			continue
 		}
