@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -498,4 +499,39 @@ func TestSearchWhileArraysMove(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestIsCJKEveryRune holds isCJK to the Unicode tables of the scripts it
+// names, for every code point.
+func TestIsCJKEveryRune(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if got, want := isCJK(r), unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul); got != want {
+			t.Fatalf("isCJK(%U) = %v, want %v", r, got, want)
+		}
+	}
+}
+
+// TestAnalyzerASCIIPaths holds the analyser's own scans for spaces and
+// its trims of punctuation to the standard library's, on random text of
+// ASCII, Unicode spaces, CJK and broken UTF-8.
+func TestAnalyzerASCIIPaths(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	pieces := []string{"a", "Z", "9", " ", "\t", "\n", "\v", "\f", "\r", "\u0085", "\u00a0", "\u3000", "\u2028", ".", ",", ")", "(", "'", "\"", "`", "<", ">", "*", "[", "]", "{", "}", "語", "é", "\xff", "\xe3\x80", "_"}
+	for range 20000 {
+		var b strings.Builder
+		for range r.Intn(12) {
+			b.WriteString(pieces[r.Intn(len(pieces))])
+		}
+		s := b.String()
+		want := strings.IndexFunc(s, unicode.IsSpace)
+		if want < 0 {
+			want = len(s)
+		}
+		if got := spaceAt(s); got != want {
+			t.Fatalf("spaceAt(%q) = %d, want %d", s, got, want)
+		}
+		if got, want := trimSet(s, &openers, &closers), strings.TrimLeft(strings.TrimRight(s, ".,;:!?)]}'\"`>*"), "([{'\"`<*"); got != want {
+			t.Fatalf("trimSet(%q) = %q, want %q", s, got, want)
+		}
+	}
 }
