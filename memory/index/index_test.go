@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -291,6 +292,21 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 			}
 			fields[f] = strings.Join(ws, " ")
 		}
+		var doc uint32
+		if r.Intn(2) == 0 {
+			// Words enough before the record's that its term ids take
+			// two bytes, or three.
+			var pad []string
+			size := 200
+			if r.Intn(40) == 0 {
+				size = 17000
+			}
+			for i := range size {
+				pad = append(pad, "w"+strconv.Itoa(i))
+			}
+			p.Put(Doc{ID: 2, Fields: [NumFields]string{2: strings.Join(pad, " ")}})
+			doc = 1
+		}
 		p.Put(Doc{ID: 1, Fields: fields})
 		var qs []string
 		n := 2 + r.Intn(5)
@@ -303,7 +319,7 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 		q := phraseIDs(p, Query{Phrase: Sequence(strings.Join(qs, " "))})
 		best := 0
 		for f := range NumFields {
-			fl := p.field(0, f, nil)
+			fl := p.field(doc, f, nil)
 			for i := range q {
 				for j := range fl {
 					n, content := 0, false
@@ -321,7 +337,7 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 		if best >= 2 {
 			want = float64(best-1) / float64(len(q)-1)
 		}
-		if got := runShare(p, 0, q, &sc); got != want {
+		if got := runShare(p, doc, q, &sc); got != want {
 			t.Fatalf("fields %q, query %q: runShare %v, want %v", fields, qs, got, want)
 		}
 	}
