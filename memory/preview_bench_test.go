@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -109,5 +110,32 @@ func TestExcerptOfStart(t *testing.T) {
 	}
 	if settled == 0 || settled == checked {
 		t.Fatalf("%d of %d cuts settled: the test checks nothing", settled, checked)
+	}
+}
+
+// TestExcerptWordsAsFields: the excerpt's words are strings.Fields', on
+// random text of ASCII and Unicode spaces, other letters and broken UTF-8.
+func TestExcerptWordsAsFields(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pieces := []string{"a", "Z", " ", "\t", "\n", "\v", "\f", "\r", "\u0085", "\u00a0", "\u3000", "\u2028", "é", "語", "\xff", "\xe3\x80", "."}
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(16) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		s := b.String()
+		var got []string
+		for rest := s; ; {
+			rest = rest[spaceLen(rest):]
+			if rest == "" {
+				break
+			}
+			end := wordEnd(rest)
+			got = append(got, rest[:end])
+			rest = rest[end:]
+		}
+		if want := strings.Fields(s); !slices.Equal(got, want) {
+			t.Fatalf("words of %q: %q, want %q", s, got, want)
+		}
 	}
 }
