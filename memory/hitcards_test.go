@@ -35,7 +35,7 @@ func TestHitCardsReadBeforeADropNotKept(t *testing.T) {
 // stay within their budget, and the latest is kept.
 func TestHitCardsBounded(t *testing.T) {
 	var h hitCards
-	body := strings.Repeat("x", previewRead)
+	body := strings.Repeat("x", previewKeep)
 	for i := range int64(5000) {
 		h.keep(i, &card{id: fmt.Sprint(i), key: "key", desc: "a description", body: body}, h.generation())
 		if h.size > hitCardsBytes {

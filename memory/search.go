@@ -219,8 +219,9 @@ func visibleBuckets(p scope.Identity) []string {
 // of the buckets keys (whose indexes are buckets), a record in the global
 // bucket only from level global up; a record not read is left zero. With
 // full, each record is read whole; without, only what a hit shows: its
-// id, scope, type, key, description and the start of its body (for the
-// preview), from the buckets' cards where they have them.
+// id, scope, type, key, description and body (for the preview), from the
+// buckets' cards where they have them, a card keeping only the start of
+// the body.
 func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIndex, global scope.Level, results []index.Result, full bool) ([]hitRecord, error) {
 	now := s.now()
 	out := make([]hitRecord, len(results))
@@ -289,11 +290,21 @@ func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIn
 				return nil, err
 			}
 		} else {
-			if err := rows.Scan(&id, &project, &c.id, &c.scope, &c.typ, &c.key, &c.desc, &c.body, &c.bodyLen, &c.expires); err != nil {
+			if err := rows.Scan(&id, &project, &c.id, &c.scope, &c.typ, &c.key, &c.desc, &c.body, &c.expires); err != nil {
 				return nil, err
 			}
+			c.bodyLen = int64(len(c.body))
 			if j := slices.Index(keys, project); j >= 0 {
 				kept := c
+				if len(kept.body) > previewKeep {
+					// Whole characters, copied: the card does not keep the
+					// whole body alive.
+					n := previewKeep
+					for n > 0 && !utf8.RuneStart(kept.body[n]) {
+						n--
+					}
+					kept.body = strings.Clone(kept.body[:n])
+				}
 				buckets[j].cards.keep(id, &kept, gens[j])
 			}
 			r = c.record()
@@ -320,13 +331,13 @@ func (c *card) record() Record {
 	return r
 }
 
-// previewRead is how many characters of a hit's body a search reads for
-// its preview: most matches lie within them, and a hit whose excerpt
-// needs more has its whole body read.
-const previewRead = 768
+// previewKeep is how many bytes of a hit's body its card keeps for the
+// preview: most matches lie within them, and a hit whose excerpt needs
+// more has its whole body read.
+const previewKeep = 768
 
-// hitRecord is a record as a search reads it; with cut, only the start
-// of its body was read.
+// hitRecord is a record as a search reads it; with cut, its body is only
+// the start its card kept.
 type hitRecord struct {
 	Record
 	cut bool

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -27,7 +26,7 @@ type searchIndex struct {
 	prep     sync.Mutex
 	lastStmt *sql.Stmt // the store's last change
 	hitsStmt *sql.Stmt // the records of a JSON array of rowids
-	cardStmt *sql.Stmt // what a hit shows of them, the start of the body only
+	cardStmt *sql.Stmt // what a hit shows of them, without reading all
 }
 
 // statements returns the prepared statements of searches.
@@ -40,8 +39,7 @@ func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits, c
 	}{
 		{&x.lastStmt, `SELECT COALESCE(MAX(seq), 0) FROM changes`},
 		{&x.hitsStmt, `SELECT r.rowid, r.project, ` + cols + ` FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
-		{&x.cardStmt, `SELECT r.rowid, r.project, r.id, r.scope, r.type, r.key, r.description,
-			substr(r.body, 1, ` + strconv.Itoa(previewRead) + `), octet_length(r.body), r.expires_at
+		{&x.cardStmt, `SELECT r.rowid, r.project, r.id, r.scope, r.type, r.key, r.description, r.body, r.expires_at
 			FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
 	} {
 		if *st.stmt == nil {
