@@ -5,25 +5,34 @@ import (
 	"sync"
 )
 
-// hitCardsBytes bounds the cards one bucket keeps, in bytes of text and
-// bookkeeping: a few hundred records' cards.
-const hitCardsBytes = 512 << 10
+// hitCardsBytes bounds the cards a process keeps, in bytes of text and
+// bookkeeping, whatever the number of buckets: about a thousand records'
+// cards.
+const hitCardsBytes = 1 << 20
 
-// hitCards keeps, by rowid, what searches read of the records of one
-// bucket that they found lately (its card), so that a search finding a
-// record found before reads no row for it. Reading ten hits' rows cost a
-// search as much as ranking them.
+// hitCards keeps, by bucket and rowid, what searches read of the records
+// they found lately (their cards), so that a search finding a record
+// found before reads no row for it. Reading ten hits' rows cost a search
+// as much as ranking them.
 //
-// A card is never older than the bucket's index: the index applies every
+// A card is never older than its bucket's index: the index applies every
 // change to a record of the bucket, from whichever process, before each
-// search, and applying a change drops the record's card. A card read
-// before a drop is not kept, as it may be the row as it was before the
-// change.
+// search, and applying a change drops the record's card (see
+// bucketIndex.cards, set before a card of the bucket is kept). A card
+// read before a drop is not kept, as it may be the row as it was before
+// the change.
 type hitCards struct {
 	mu    sync.Mutex
 	gen   uint64 // drops so far
-	cards map[int64]*card
+	cards map[cardKey]*card
 	size  int // bytes the cards take, about
+}
+
+// cardKey names a record's card: a rowid may be another record in
+// another bucket, whose index has not yet applied the change.
+type cardKey struct {
+	b     *bucketIndex
+	rowid int64
 }
 
 // card is what a search reads of a record to show it as a hit.
@@ -51,17 +60,17 @@ func (h *hitCards) generation() uint64 {
 	return h.gen
 }
 
-// get returns the card of the record at rowid, if kept.
-func (h *hitCards) get(rowid int64) (*card, bool) {
+// get returns the card of the record at rowid in b, if kept.
+func (h *hitCards) get(b *bucketIndex, rowid int64) (*card, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c, ok := h.cards[rowid]
+	c, ok := h.cards[cardKey{b, rowid}]
 	return c, ok
 }
 
-// keep keeps c as the card of the record at rowid, read after generation
-// returned gen, unless a change was applied since.
-func (h *hitCards) keep(rowid int64, c *card, gen uint64) {
+// keep keeps c as the card of the record at rowid in b, read after
+// generation returned gen, unless a change was applied since.
+func (h *hitCards) keep(b *bucketIndex, rowid int64, c *card, gen uint64) {
 	n := c.size()
 	if n > hitCardsBytes/64 {
 		return // no card is that big; one that were would crowd out the rest
@@ -72,33 +81,35 @@ func (h *hitCards) keep(rowid int64, c *card, gen uint64) {
 		return
 	}
 	if h.cards == nil {
-		h.cards = map[int64]*card{}
+		h.cards = map[cardKey]*card{}
 	}
-	if old, ok := h.cards[rowid]; ok {
+	k := cardKey{b, rowid}
+	if old, ok := h.cards[k]; ok {
 		h.size -= old.size()
 	}
 	// Make room by dropping cards as the map's order gives them: no
 	// order of use to keep up on every search.
-	for r, o := range h.cards {
+	for o, oc := range h.cards {
 		if h.size+n <= hitCardsBytes {
 			break
 		}
-		if r != rowid {
-			h.size -= o.size()
-			delete(h.cards, r)
+		if o != k {
+			h.size -= oc.size()
+			delete(h.cards, o)
 		}
 	}
-	h.cards[rowid] = c
+	h.cards[k] = c
 	h.size += n
 }
 
-// drop forgets the card of the record at rowid, which has changed.
-func (h *hitCards) drop(rowid int64) {
+// drop forgets the card of the record at rowid in b, which has changed.
+func (h *hitCards) drop(b *bucketIndex, rowid int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.gen++
-	if c, ok := h.cards[rowid]; ok {
+	k := cardKey{b, rowid}
+	if c, ok := h.cards[k]; ok {
 		h.size -= c.size()
-		delete(h.cards, rowid)
+		delete(h.cards, k)
 	}
 }

@@ -15,33 +15,44 @@ import (
 // record was applied is not kept, and one read after is.
 func TestHitCardsReadBeforeADropNotKept(t *testing.T) {
 	var h hitCards
+	b, other := newBucket(), newBucket()
 	gen := h.generation()
-	h.drop(7) // the record changed while its row was being read
-	h.keep(7, &card{id: "old"}, gen)
-	if _, ok := h.get(7); ok {
+	h.drop(b, 7) // the record changed while its row was being read
+	h.keep(b, 7, &card{id: "old"}, gen)
+	if _, ok := h.get(b, 7); ok {
 		t.Fatal("a card read before a change is kept")
 	}
-	h.keep(7, &card{id: "new"}, h.generation())
-	if c, ok := h.get(7); !ok || c.id != "new" {
+	h.keep(b, 7, &card{id: "new"}, h.generation())
+	if c, ok := h.get(b, 7); !ok || c.id != "new" {
 		t.Fatalf("card = %+v, %v", c, ok)
 	}
-	h.drop(7)
-	if _, ok := h.get(7); ok || h.size != 0 {
+	if _, ok := h.get(other, 7); ok {
+		t.Fatal("a card is found under another bucket")
+	}
+	h.drop(other, 7)
+	if _, ok := h.get(b, 7); !ok {
+		t.Fatal("a change in another bucket dropped the card")
+	}
+	h.drop(b, 7)
+	if _, ok := h.get(b, 7); ok || h.size != 0 {
 		t.Fatalf("a dropped card is kept; size %d", h.size)
 	}
 }
 
-// TestHitCardsBounded: however many records searches find, the cards kept
-// stay within their budget, and the latest is kept.
+// TestHitCardsBounded: however many records of however many buckets
+// searches find, the cards kept stay within their budget, and the latest
+// is kept.
 func TestHitCardsBounded(t *testing.T) {
 	var h hitCards
 	body := strings.Repeat("x", previewKeep)
+	buckets := []*bucketIndex{newBucket(), newBucket(), newBucket()}
 	for i := range int64(5000) {
-		h.keep(i, &card{id: fmt.Sprint(i), key: "key", desc: "a description", body: body}, h.generation())
+		b := buckets[i%3]
+		h.keep(b, i, &card{id: fmt.Sprint(i), key: "key", desc: "a description", body: body}, h.generation())
 		if h.size > hitCardsBytes {
 			t.Fatalf("after %d cards, %d bytes", i+1, h.size)
 		}
-		if _, ok := h.get(i); !ok {
+		if _, ok := h.get(b, i); !ok {
 			t.Fatalf("card %d not kept", i)
 		}
 	}
@@ -52,8 +63,8 @@ func TestHitCardsBounded(t *testing.T) {
 	if sum != h.size || len(h.cards) < 100 {
 		t.Fatalf("%d cards of %d bytes, counted %d", len(h.cards), sum, h.size)
 	}
-	h.keep(-1, &card{body: strings.Repeat("y", hitCardsBytes)}, h.generation())
-	if _, ok := h.get(-1); ok {
+	h.keep(buckets[0], -1, &card{body: strings.Repeat("y", hitCardsBytes)}, h.generation())
+	if _, ok := h.get(buckets[0], -1); ok {
 		t.Fatal("an oversized card is kept")
 	}
 }

@@ -228,18 +228,21 @@ func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIn
 	ok := func(project string, r Record) bool {
 		return slices.Contains(keys, project) && (project != "" || r.Scope >= global) && (r.ExpiresAt == nil || r.ExpiresAt.After(now))
 	}
-	var gens []uint64
+	var gen uint64
 	missing := len(results)
 	if !full {
-		gens = make([]uint64, len(buckets))
-		for i, b := range buckets {
-			// Taken before the cards are looked at: a card dropped after
-			// the look is not kept again from the row read.
-			gens[i] = b.cards.generation()
+		cards := &s.search.cards
+		for _, b := range buckets {
+			// Before any card of b is kept, so that every change b
+			// applies from now on drops its record's card.
+			b.cards.CompareAndSwap(nil, cards)
 		}
+		// Taken before the cards are looked at: a card dropped after the
+		// look is not kept again from the row read.
+		gen = cards.generation()
 		for i, res := range results {
 			for j, b := range buckets {
-				if c, found := b.cards.get(res.ID); found {
+				if c, found := cards.get(b, res.ID); found {
 					if r := c.record(); ok(keys[j], r) {
 						out[i] = hitRecord{r, int64(len(r.Body)) < c.bodyLen}
 					}
@@ -305,7 +308,7 @@ func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIn
 					}
 					kept.body = strings.Clone(kept.body[:n])
 				}
-				buckets[j].cards.keep(id, &kept, gens[j])
+				s.search.cards.keep(buckets[j], id, &kept, gen)
 			}
 			r = c.record()
 		}

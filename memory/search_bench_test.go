@@ -64,13 +64,10 @@ func BenchmarkSearchFresh(b *testing.B) {
 						cpu = cpuTime()
 					}
 					if cold {
-						s.search.mu.RLock()
-						for _, bk := range s.search.buckets {
-							bk.cards.mu.Lock()
-							bk.cards.cards, bk.cards.size = nil, 0
-							bk.cards.mu.Unlock()
-						}
-						s.search.mu.RUnlock()
+						h := &s.search.cards
+						h.mu.Lock()
+						h.cards, h.size = nil, 0
+						h.mu.Unlock()
 					}
 					_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
 					return err

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"prom.codes/memory-mcp/memory/index"
 )
@@ -20,6 +21,7 @@ import (
 type searchIndex struct {
 	mu      sync.RWMutex // write-held while catching up, read-held while searching
 	buckets map[string]*bucketIndex
+	cards   hitCards // of hits of all buckets
 
 	// The statements every search runs, prepared once: preparing them
 	// anew cost a search as much as running them.
@@ -73,7 +75,9 @@ type bucketIndex struct {
 	tagSets   [][]string        // the distinct tag lists; 0 is none
 	tagIdx    map[string]uint32 // tag lists by their JSON
 
-	cards hitCards // what searches read of records found lately
+	// The process's cards of hits, which every change applied here
+	// drops from; nil until a search keeps one of this bucket's.
+	cards atomic.Pointer[hitCards]
 }
 
 func newBucket() *bucketIndex {
@@ -217,7 +221,9 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 		}
 		b.seq = max(b.seq, seq)
 		b.remove(rid)
-		b.cards.drop(rid)
+		if h := b.cards.Load(); h != nil {
+			h.drop(b, rid)
+		}
 		if !rowid.Valid {
 			continue
 		}
