@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -144,24 +145,30 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 	// record changed since is shown as it is now. One deleted since, or
 	// whose rowid now holds a record of another project or one expired,
 	// is left out.
-	recs, err := s.readHits(ctx, keys, global, results, opts.Bodies)
+	recs, err := s.readHits(ctx, keys, buckets, global, results, opts.Bodies)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
 	hits := make([]Hit, 0, len(results))
 	var in []string
 	for i, r := range results {
-		rec := recs[i]
+		rec, cut := recs[i].Record, recs[i].cut
 		if rec.ID == "" {
 			continue
 		}
 		h := Hit{Record: rec, Score: r.Score}
 		if !opts.NoPreview {
+			if cut && strings.TrimSpace(rec.Body) == "" {
+				if rec.Body, err = s.wholeBody(ctx, r.ID); err != nil {
+					return nil, fmt.Errorf("search: %w", err)
+				}
+				cut = false
+			}
 			// The preview looks only for the words the index found in the
 			// text it shows: looking for the others read all of it in vain.
-			shown := index.Body
-			if strings.TrimSpace(rec.Body) == "" {
-				shown = index.Description
+			text, shown := rec.Body, index.Body
+			if strings.TrimSpace(text) == "" {
+				text, shown, cut = rec.Description, index.Description, false
 			}
 			in = in[:0]
 			for i, t := range r.Terms {
@@ -169,7 +176,13 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 					in = append(in, t)
 				}
 			}
-			h.Preview = preview(rec, in, words)
+			var ok bool
+			if h.Preview, ok = excerpt(text, cut, in, words); !ok {
+				if text, err = s.wholeBody(ctx, r.ID); err != nil {
+					return nil, fmt.Errorf("search: %w", err)
+				}
+				h.Preview = preview(Record{Body: text, Description: rec.Description}, in, words)
+			}
 		}
 		h.Why.Terms = make([]string, 0, len(r.Terms))
 		for _, t := range r.Terms {
@@ -203,19 +216,56 @@ func visibleBuckets(p scope.Identity) []string {
 }
 
 // readHits reads the records of results, in their order, that live in one
-// of the buckets keys, a record in the global bucket only from level
-// global up; a record not read is left zero. With full, each record is
-// read whole; without, only what a hit shows: its id, scope, type, key,
-// description and body (for the preview).
-func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level, results []index.Result, full bool) ([]Record, error) {
+// of the buckets keys (whose indexes are buckets), a record in the global
+// bucket only from level global up; a record not read is left zero. With
+// full, each record is read whole; without, only what a hit shows: its
+// id, scope, type, key, description and body (for the preview), from the
+// buckets' cards where they have them, a card keeping only the start of
+// the body.
+func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIndex, global scope.Level, results []index.Result, full bool) ([]hitRecord, error) {
+	now := s.now()
+	out := make([]hitRecord, len(results))
+	ok := func(project string, r Record) bool {
+		return slices.Contains(keys, project) && (project != "" || r.Scope >= global) && (r.ExpiresAt == nil || r.ExpiresAt.After(now))
+	}
+	var gen uint64
+	missing := len(results)
+	if !full {
+		cards := &s.search.cards
+		for _, b := range buckets {
+			// Before any card of b is kept, so that every change b
+			// applies from now on drops its record's card.
+			b.cards.CompareAndSwap(nil, cards)
+		}
+		// Taken before the cards are looked at: a card dropped after the
+		// look is not kept again from the row read.
+		gen = cards.generation()
+		for i, res := range results {
+			for j, b := range buckets {
+				if c, found := cards.get(b, res.ID); found {
+					if r := c.record(); ok(keys[j], r) {
+						out[i] = hitRecord{r, int64(len(r.Body)) < c.bodyLen}
+					}
+					missing--
+					break
+				}
+			}
+		}
+		if missing == 0 {
+			return out, nil
+		}
+	}
 	_, hitsStmt, cardStmt, err := s.search.statements(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]byte, 0, 8*len(results)+2)
+	ids := make([]byte, 0, 8*missing+2)
 	ids = append(ids, '[')
 	for i, r := range results {
-		if i > 0 {
+		if !full && out[i].ID != "" {
+			continue
+		}
+		if len(ids) > 1 {
 			ids = append(ids, ',')
 		}
 		ids = strconv.AppendInt(ids, r.ID, 10)
@@ -230,14 +280,11 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 		return nil, err
 	}
 	defer rows.Close()
-	now := s.now()
-	out := make([]Record, len(results))
 	// Scanned into once per call, not once per row: each is handed to
 	// Scan behind an interface, and would be allocated anew.
 	var id int64
-	var project, rid, typ, key, desc, body string
-	var sc int
-	var exp sql.NullInt64
+	var project string
+	var c card
 	whole := newRecordScan(&id, &project)
 	for rows.Next() {
 		var r Record
@@ -246,25 +293,72 @@ func (s *Store) readHits(ctx context.Context, keys []string, global scope.Level,
 				return nil, err
 			}
 		} else {
-			if err := rows.Scan(&id, &project, &rid, &sc, &typ, &key, &desc, &body, &exp); err != nil {
+			if err := rows.Scan(&id, &project, &c.id, &c.scope, &c.typ, &c.key, &c.desc, &c.body, &c.expires); err != nil {
 				return nil, err
 			}
-			r = Record{ID: rid, Scope: scope.Level(sc), Type: types[typ], Key: key, Description: desc, Body: body, ExpiresAt: fromNanos(exp)}
-			if r.Type == "" {
-				r.Type = Type(typ)
+			c.bodyLen = int64(len(c.body))
+			if j := slices.Index(keys, project); j >= 0 {
+				kept := c
+				if len(kept.body) > previewKeep {
+					// Whole characters, copied: the card does not keep the
+					// whole body alive.
+					n := previewKeep
+					for n > 0 && !utf8.RuneStart(kept.body[n]) {
+						n--
+					}
+					kept.body = strings.Clone(kept.body[:n])
+				}
+				s.search.cards.keep(buckets[j], id, &kept, gen)
 			}
+			r = c.record()
 		}
-		if !slices.Contains(keys, project) || project == "" && r.Scope < global || r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
+		if !ok(project, r) {
 			continue
 		}
 		for i, res := range results {
 			if res.ID == id {
-				out[i] = r
+				out[i] = hitRecord{r, !full && int64(len(r.Body)) < c.bodyLen}
 				break
 			}
 		}
 	}
 	return out, rows.Err()
+}
+
+// record is the record c shows, its body cut to its start.
+func (c *card) record() Record {
+	r := Record{ID: c.id, Scope: scope.Level(c.scope), Type: types[c.typ], Key: c.key, Description: c.desc, Body: c.body, ExpiresAt: fromNanos(c.expires)}
+	if r.Type == "" {
+		r.Type = Type(c.typ)
+	}
+	return r
+}
+
+// previewKeep is how many bytes of a hit's body its card keeps for the
+// preview: most matches lie within them, and a hit whose excerpt needs
+// more has its whole body read.
+const previewKeep = 768
+
+// hitRecord is a record as a search reads it; with cut, its body is only
+// the start its card kept.
+type hitRecord struct {
+	Record
+	cut bool
+}
+
+// wholeBody reads the body of the record at rowid, for the preview of a
+// hit whose excerpt the start of its body did not settle; "" if the
+// record is gone.
+func (s *Store) wholeBody(ctx context.Context, rowid int64) (string, error) {
+	var body string
+	err := s.db.QueryRowContext(ctx, `SELECT body FROM records WHERE rowid = ?`, rowid).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read body: %w", err)
+	}
+	return body, nil
 }
 
 // types shares one copy of each type's name among the records read.
@@ -322,11 +416,24 @@ func preview(r Record, terms []string, words map[string]string) string {
 	if strings.TrimSpace(text) == "" {
 		text = r.Description
 	}
+	p, _ := excerpt(text, false, terms, words)
+	return p
+}
+
+// excerpt is preview's excerpt of text. With cut, text is only the start
+// of the text to show, and ok reports whether the excerpt is the one the
+// whole text gives: it is when the match and the whole excerpt, the word
+// after it included, lie within the start.
+func excerpt(text string, cut bool, terms []string, words map[string]string) (p string, ok bool) {
 	text = strings.TrimLeftFunc(text, unicode.IsSpace)
+	if cut && text == "" {
+		return "", false
+	}
 	at := -1
 	if len(terms) > 0 {
 		probes := make([]string, 0, 2*len(terms))
 		ascii := true
+		longest := 0
 		for _, t := range terms {
 			for _, probe := range [2]string{t, strings.ToLower(words[t])} {
 				// A probe holding another as its prefix ("tests" after
@@ -334,8 +441,12 @@ func preview(r Record, terms []string, words map[string]string) string {
 				if probe != "" && !slices.ContainsFunc(probes, func(q string) bool { return strings.HasPrefix(probe, q) }) {
 					probes = append(probes, probe)
 					ascii = ascii && isASCII(probe)
+					longest = max(longest, len(probe))
 				}
 			}
+		}
+		if cut && !ascii {
+			return "", false // folding may move matches; the whole text is needed
 		}
 		// ASCII words are found in the body as it is, ignoring case, without
 		// a folded copy of the whole body.
@@ -352,6 +463,11 @@ func preview(r Record, terms []string, words map[string]string) string {
 			if i := index(in, probe); i >= 0 && (at < 0 || i < at) {
 				at = i
 			}
+		}
+		// Every match beginning before at ends within the start of the
+		// text only if at is that far from its end.
+		if cut && (at < 0 || at+longest > len(text)) {
+			return "", false
 		}
 		if len(lower) != len(text) {
 			at = min(at, len(text)) // folding changed the length; near enough
@@ -376,7 +492,15 @@ func preview(r Record, terms []string, words map[string]string) string {
 	}
 	n := 0 // bytes of the excerpt
 	more := false
-	for w := range strings.FieldsSeq(text[start:]) {
+	for rest := text[start:]; ; {
+		// The words of rest, as strings.FieldsSeq gives them.
+		rest = rest[spaceLen(rest):]
+		if rest == "" {
+			break
+		}
+		end := wordEnd(rest)
+		w := rest[:end]
+		rest = rest[end:]
 		if n > 0 {
 			if n+1 >= width {
 				more = true
@@ -397,11 +521,58 @@ func preview(r Record, terms []string, words map[string]string) string {
 		b.WriteString(w)
 		n += len(w)
 	}
+	// Stopping short of the end, the excerpt has seen every word it
+	// shows end, and the start of the next: a longer text gives the same.
+	if cut && !more {
+		return "", false
+	}
 	if more {
 		b.WriteString("...")
 	}
-	return b.String()
+	return b.String(), true
 }
+
+// spaceLen is how many bytes of space s starts with, as unicode.IsSpace
+// has them.
+func spaceLen(s string) int {
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if !asciiSpace[c] {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
+			return i
+		}
+		i += n
+	}
+	return len(s)
+}
+
+// wordEnd is the index of the first space in s, or its length.
+func wordEnd(s string) int {
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if asciiSpace[c] {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
+			return i
+		}
+		i += n
+	}
+	return len(s)
+}
+
+// asciiSpace are the ASCII characters unicode.IsSpace holds spaces.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {

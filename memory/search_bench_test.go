@@ -41,6 +41,45 @@ func BenchmarkSearchSizes(b *testing.B) {
 	}
 }
 
+// BenchmarkSearchFresh is BenchmarkSearchSizes with a query never asked
+// before at every search, and, as cold, with no cards of hits kept from
+// earlier searches: each hit's row is read.
+func BenchmarkSearchFresh(b *testing.B) {
+	for _, n := range []int{5_000, 20_000} {
+		for _, cold := range []bool{false, true} {
+			name := "n=" + strconv.Itoa(n)
+			if cold {
+				name += "/cold"
+			}
+			b.Run(name, func(b *testing.B) {
+				s := openBench(b, n)
+				c := corpus.New(benchSeed + 3)
+				qs := make([]string, b.N+1)
+				for i := range qs {
+					qs[i] = c.Query()
+				}
+				var cpu int64
+				measure(b, func(ctx context.Context, i int) error {
+					if i == 0 {
+						cpu = cpuTime()
+					}
+					if cold {
+						h := &s.search.cards
+						h.mu.Lock()
+						h.cards, h.size = nil, 0
+						h.mu.Unlock()
+					}
+					_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
+					return err
+				})
+				if now := cpuTime(); now > 0 {
+					b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkSearchRecall is the search recall with a query runs: the 40
 // best semantic and procedural records, read whole, without previews.
 func BenchmarkSearchRecall(b *testing.B) {

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"prom.codes/memory-mcp/memory/index"
 )
@@ -20,6 +21,7 @@ import (
 type searchIndex struct {
 	mu      sync.RWMutex // write-held while catching up, read-held while searching
 	buckets map[string]*bucketIndex
+	cards   hitCards // of hits of all buckets
 
 	// token is the store's changeToken (nil: none), and last the change
 	// sequence read at one: while the token stays, no change came since.
@@ -77,6 +79,10 @@ type bucketIndex struct {
 	typeNames []Type            // types by docMeta.typ
 	tagSets   [][]string        // the distinct tag lists; 0 is none
 	tagIdx    map[string]uint32 // tag lists by their JSON
+
+	// The process's cards of hits, which every change applied here
+	// drops from; nil until a search keeps one of this bucket's.
+	cards atomic.Pointer[hitCards]
 }
 
 func newBucket() *bucketIndex {
@@ -228,6 +234,9 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 		}
 		b.seq = max(b.seq, seq)
 		b.remove(rid)
+		if h := b.cards.Load(); h != nil {
+			h.drop(b, rid)
+		}
 		if !rowid.Valid {
 			continue
 		}

@@ -35,14 +35,56 @@ func appendTerms(out []string, text string, stops bool) []string {
 			text = text[n:]
 			continue
 		}
-		end := strings.IndexFunc(text, unicode.IsSpace)
-		if end < 0 {
-			end = len(text)
-		}
+		end := spaceAt(text)
 		out = appendRun(out, text[:end], stops)
 		text = text[end:]
 	}
 	return out
+}
+
+// spaceAt is the index of the first space in text, or its length.
+func spaceAt(text string) int {
+	for i := 0; i < len(text); {
+		if c := text[i]; c < utf8.RuneSelf {
+			if asciiSpace[c] {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(text[i:])
+		if unicode.IsSpace(r) {
+			return i
+		}
+		i += n
+	}
+	return len(text)
+}
+
+// asciiSpace are the ASCII characters unicode.IsSpace holds spaces.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// closers may end a run without being part of a code token, openers start
+// one: sentence punctuation, quotes and brackets.
+var closers, openers = asciiSet(".,;:!?)]}'\"`>*"), asciiSet("([{'\"`<*")
+
+func asciiSet(chars string) (set [256]bool) {
+	for i := range len(chars) {
+		set[chars[i]] = true
+	}
+	return set
+}
+
+// trimSet is s without the leading bytes in lead and the trailing bytes in
+// trail.
+func trimSet(s string, lead, trail *[256]bool) string {
+	for len(s) > 0 && trail[s[len(s)-1]] {
+		s = s[:len(s)-1]
+	}
+	for len(s) > 0 && lead[s[0]] {
+		s = s[1:]
+	}
+	return s
 }
 
 // appendRun analyses one run of text between spaces.
@@ -50,8 +92,7 @@ func appendRun(out []string, run string, stops bool) []string {
 	folded := fold(run)
 	// Trailing sentence punctuation and wrapping quotes and brackets are
 	// not part of a code token.
-	trimmed := strings.TrimRight(folded, ".,;:!?)]}'\"`>*")
-	trimmed = strings.TrimLeft(trimmed, "([{'\"`<*")
+	trimmed := trimSet(folded, &openers, &closers)
 	var words []string
 	var cjk bool
 	start := -1
@@ -157,7 +198,11 @@ func isWordRune(r rune) bool {
 	return unicode.IsLetter(r) || unicode.IsDigit(r)
 }
 
-func isCJK(r rune) bool {
+// isCJK reports whether r is Han, Hiragana, Katakana or Hangul; all of
+// them lie from Hangul's jamo (U+1100) up, above most text.
+func isCJK(r rune) bool { return r >= 0x1100 && isCJKTable(r) }
+
+func isCJKTable(r rune) bool {
 	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 

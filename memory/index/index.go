@@ -772,8 +772,10 @@ func runShare(p *Partition, n uint32, q []uint32, sc *scratch) float64 {
 		from = d.ends[f]
 		for j := 0; len(b) > 0; j++ {
 			var t uint32
-			if c := b[0]; c < 0x80 { // most term ids take one byte
+			if c := b[0]; c < 0x80 { // most term ids take one or two bytes
 				t, b = uint32(c), b[1:]
+			} else if len(b) > 1 && b[1] < 0x80 {
+				t, b = uint32(c&0x7f)|uint32(b[1])<<7, b[2:]
 			} else {
 				v, n := binary.Uvarint(b)
 				t, b = uint32(v), b[n:]

@@ -5,9 +5,11 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -290,15 +292,34 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 			}
 			fields[f] = strings.Join(ws, " ")
 		}
+		var doc uint32
+		if r.Intn(2) == 0 {
+			// Words enough before the record's that its term ids take
+			// two bytes, or three.
+			var pad []string
+			size := 200
+			if r.Intn(40) == 0 {
+				size = 17000
+			}
+			for i := range size {
+				pad = append(pad, "w"+strconv.Itoa(i))
+			}
+			p.Put(Doc{ID: 2, Fields: [NumFields]string{2: strings.Join(pad, " ")}})
+			doc = 1
+		}
 		p.Put(Doc{ID: 1, Fields: fields})
 		var qs []string
-		for range 2 + r.Intn(5) {
+		n := 2 + r.Intn(5)
+		if r.Intn(8) == 0 {
+			n = 60 + r.Intn(20) // past the 64 places a word's set holds
+		}
+		for range n {
 			qs = append(qs, words[r.Intn(len(words))])
 		}
 		q := phraseIDs(p, Query{Phrase: Sequence(strings.Join(qs, " "))})
 		best := 0
 		for f := range NumFields {
-			fl := p.field(0, f, nil)
+			fl := p.field(doc, f, nil)
 			for i := range q {
 				for j := range fl {
 					n, content := 0, false
@@ -316,7 +337,7 @@ func TestRunShareMatchesBruteForce(t *testing.T) {
 		if best >= 2 {
 			want = float64(best-1) / float64(len(q)-1)
 		}
-		if got := runShare(p, 0, q, &sc); got != want {
+		if got := runShare(p, doc, q, &sc); got != want {
 			t.Fatalf("fields %q, query %q: runShare %v, want %v", fields, qs, got, want)
 		}
 	}
@@ -494,4 +515,39 @@ func TestSearchWhileArraysMove(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestIsCJKEveryRune holds isCJK to the Unicode tables of the scripts it
+// names, for every code point.
+func TestIsCJKEveryRune(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if got, want := isCJK(r), unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul); got != want {
+			t.Fatalf("isCJK(%U) = %v, want %v", r, got, want)
+		}
+	}
+}
+
+// TestAnalyzerASCIIPaths holds the analyser's own scans for spaces and
+// its trims of punctuation to the standard library's, on random text of
+// ASCII, Unicode spaces, CJK and broken UTF-8.
+func TestAnalyzerASCIIPaths(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	pieces := []string{"a", "Z", "9", " ", "\t", "\n", "\v", "\f", "\r", "\u0085", "\u00a0", "\u3000", "\u2028", ".", ",", ")", "(", "'", "\"", "`", "<", ">", "*", "[", "]", "{", "}", "語", "é", "\xff", "\xe3\x80", "_"}
+	for range 20000 {
+		var b strings.Builder
+		for range r.Intn(12) {
+			b.WriteString(pieces[r.Intn(len(pieces))])
+		}
+		s := b.String()
+		want := strings.IndexFunc(s, unicode.IsSpace)
+		if want < 0 {
+			want = len(s)
+		}
+		if got := spaceAt(s); got != want {
+			t.Fatalf("spaceAt(%q) = %d, want %d", s, got, want)
+		}
+		if got, want := trimSet(s, &openers, &closers), strings.TrimLeft(strings.TrimRight(s, ".,;:!?)]}'\"`>*"), "([{'\"`<*"); got != want {
+			t.Fatalf("trimSet(%q) = %q, want %q", s, got, want)
+		}
+	}
 }

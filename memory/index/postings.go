@@ -153,6 +153,9 @@ func (c *cursor) next() {
 	if d := b[off]; d < 0x80 {
 		c.cur += uint32(d)
 		off++
+	} else if off+1 < len(b) && b[off+1] < 0x80 {
+		c.cur += uint32(d&0x7f) | uint32(b[off+1])<<7
+		off += 2
 	} else {
 		v, n := binary.Uvarint(b[off:])
 		c.cur += uint32(v)

@@ -101,6 +101,8 @@ func Run(t *testing.T, newDB NewDB) {
 		{"LongStatementConfirmed", testLongStatement},
 		{"ExpiryAcrossStores", testExpiryAcrossStores},
 		{"RevokeWhileAuthenticating", testRevokeWhileAuthenticating},
+		{"LongBodyPreviews", testLongBodyPreviews},
+		{"HitsShowChangesFromAnotherStore", testHitsAcrossStores},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newDB) })
@@ -1140,4 +1142,94 @@ func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
 	done = true
 	mu.Unlock()
 	wg.Wait()
+}
+
+// testLongBodyPreviews: a hit's preview is taken around the first match
+// wherever it lies in a long body, the body read in part or whole.
+func testLongBodyPreviews(t *testing.T, newDB NewDB) {
+	s := Open(t, newDB(t), NewClock())
+	pad := strings.Repeat("filler words that match nothing at all. ", 60) // 2,400 bytes
+	for _, tc := range []struct{ key, body, query, want string }{
+		{"early", "The walrus sleeps on the ice. " + pad, "walrus", "The walrus sleeps"},
+		{"late", pad + "The narwhal sleeps under the ice. " + pad, "narwhal", "...words that match nothing at all. The narwhal sleeps under the ice. filler"},
+		{"last", pad + "ends with the manatee", "manatee", "...match nothing at all. ends with the manatee"},
+		{"blank-start", strings.Repeat(" ", 1500) + "\n\tthe dugong swims", "dugong", "the dugong swims"},
+		{"unicode", strings.Repeat("Prüfung ohne Treffer. ", 60) + "Die ÜBERFAHRT beginnt.", "überfahrt", "...Treffer. Prüfung ohne Treffer. Die ÜBERFAHRT beginnt."},
+		{"straddle", pad[:760] + "hippopotamus " + pad, "hippopotamus", "hippopotamus filler words"},
+	} {
+		put(t, s, projA, fact(tc.key, tc.body))
+		for round := range 2 { // the second time from what the first kept
+			hits, err := s.Search(ctx, projA.ID, memory.SearchOptions{Query: tc.query})
+			if err != nil || len(hits) != 1 || hits[0].Record.Key != tc.key {
+				t.Fatalf("search %q (round %d) = %+v, %v", tc.query, round, hits, err)
+			}
+			if p := hits[0].Preview; !strings.Contains(p, tc.want) || len(p) > 170 || hits[0].Record.Body != "" {
+				t.Errorf("preview of %s (round %d) = %q, want it to hold %q", tc.key, round, p, tc.want)
+			}
+			full, err := s.Search(ctx, projA.ID, memory.SearchOptions{Query: tc.query, Bodies: true})
+			if err != nil || len(full) != 1 || strings.TrimSpace(full[0].Record.Body) != strings.TrimSpace(tc.body) || full[0].Preview != hits[0].Preview {
+				t.Fatalf("search %q with bodies = %+v, %v; preview without %q", tc.query, full, err, hits[0].Preview)
+			}
+		}
+	}
+}
+
+// testHitsAcrossStores: a search shows a record found before as it is
+// after another store on the same database changed it, moved it, let it
+// expire or deleted it.
+func testHitsAcrossStores(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	clock := NewClock()
+	a, b := Open(t, target, clock), Open(t, target, clock)
+	search := func(q string) []memory.Hit {
+		t.Helper()
+		hits, err := b.Search(ctx, projA.ID, memory.SearchOptions{Query: q})
+		if err != nil {
+			t.Fatalf("search %q: %v", q, err)
+		}
+		return hits
+	}
+	w := fact("otter", "The otter eats clams. "+strings.Repeat("More about rivers. ", 50))
+	w.Description = "first description"
+	put(t, a, projA, w)
+	for range 2 {
+		if hits := search("otter clams"); len(hits) != 1 || hits[0].Record.Description != "first description" || !strings.Contains(hits[0].Preview, "otter eats clams") {
+			t.Fatalf("hits = %+v", hits)
+		}
+	}
+	w.Description = "second description"
+	w.Body = strings.Repeat("More about rivers. ", 50) + "Now the otter eats clams and mussels."
+	put(t, a, projA, w)
+	hits := search("otter clams")
+	if len(hits) != 1 || hits[0].Record.Description != "second description" || !strings.Contains(hits[0].Preview, "otter eats clams and mussels") {
+		t.Fatalf("after an update elsewhere, hits = %+v", hits)
+	}
+	w.Key = "sea-otter"
+	put(t, a, projA, w)
+	if _, err := a.Delete(ctx, projA, memory.Selector{Key: "otter"}); err != nil {
+		t.Fatal(err)
+	}
+	if hits := search("otter clams"); len(hits) != 1 || hits[0].Record.Key != "sea-otter" {
+		t.Fatalf("after a delete and a new record elsewhere, hits = %+v", hits)
+	}
+	ttl := time.Hour
+	w.TTL = &ttl
+	put(t, a, projA, w)
+	search("otter clams")
+	clock.Add(2 * time.Hour)
+	if hits := search("otter clams"); len(hits) != 0 {
+		t.Fatalf("an expired record is shown: %+v", hits)
+	}
+	w.TTL = nil
+	w.Key = "river-otter"
+	put(t, a, projA, w)
+	if hits := search("otter clams"); len(hits) != 1 || hits[0].Record.Key != "river-otter" {
+		t.Fatalf("hits = %+v", hits)
+	}
+	if _, err := a.MoveProject(ctx, projA.ID, projB.ID, "/work/b"); err != nil {
+		t.Fatal(err)
+	}
+	if hits := search("otter clams"); len(hits) != 0 {
+		t.Fatalf("a record moved to another project is shown: %+v", hits)
+	}
 }
