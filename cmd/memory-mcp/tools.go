@@ -572,6 +572,11 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	}
 	out := searchOut{Results: make([]searchHit, 0, len(hits)), Mode: string(mode), Note: note, Problems: problems(rep)}
 	var b strings.Builder
+	size := 64 + len(in.Query) + len(note)
+	for _, h := range hits {
+		size += 40 + len(h.Record.Key) + len(h.Preview)
+	}
+	b.Grow(size)
 	b.WriteString(plural(len(hits), "result", "results"))
 	if memory.ScanField("query", in.Query) == nil {
 		fmt.Fprintf(&b, " for %q", in.Query)
