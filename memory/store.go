@@ -503,12 +503,21 @@ func create(path string) error {
 	defer createMu.Unlock()
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR}
-	} else if err == nil || !errors.Is(err, fs.ErrNotExist) {
+	} else if err == nil {
+		return writable(path)
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return nil // another process made it meanwhile
+		if _, serr := os.Stat(path); !errors.Is(serr, fs.ErrNotExist) {
+			return writable(path) // another process made it meanwhile
+		}
+		// A symlink to a file yet to be made, which O_EXCL will not
+		// follow: make the file it names, or SQLite would, readable by
+		// others under the usual umask. Nothing holds a lock on a file
+		// that did not exist.
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	}
 	if err != nil {
 		return err
