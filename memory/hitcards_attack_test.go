@@ -1,0 +1,61 @@
+package memory
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"prom.codes/memory-mcp/scope"
+)
+
+// Cards are kept by bucket: a record of project A deleted by another
+// store, its rowid then given to a record of project B, shows nothing of
+// A's record to B, nor the deleted record to A; and a record rewritten in
+// place (same rowid) shows its new text at once.
+func TestHitCardsStayInTheirBucket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	r, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	a := put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "gannet", Description: "secret plan of A", Body: "the gannet dives at dawn, plan of A"})
+	hits, err := r.Search(ctx, projA.ID, SearchOptions{Query: "gannet"})
+	if err != nil || len(hits) != 1 || hits[0].Record.ID != a.ID {
+		t.Fatalf("A's search: %+v %v", hits, err)
+	}
+
+	// Rewritten in place.
+	put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "gannet", Description: "plan of A, revised", Body: "the gannet dives at dusk now"})
+	hits, err = r.Search(ctx, projA.ID, SearchOptions{Query: "gannet"})
+	if err != nil || len(hits) != 1 || hits[0].Record.Description != "plan of A, revised" || !strings.Contains(hits[0].Preview, "dusk") {
+		t.Fatalf("A's search after the rewrite: %+v %v", hits, err)
+	}
+
+	// Deleted, and its rowid given to B's record.
+	if _, err := w.Delete(ctx, projA, Selector{Key: "gannet", Type: Semantic}); err != nil {
+		t.Fatal(err)
+	}
+	b := put(t, w, projB, Write{Scope: scope.Project, Type: Semantic, Key: "gannet", Description: "B's own", Body: "a gannet of B"})
+	var ra, rb int64
+	if err := w.db.QueryRowContext(ctx, `SELECT (SELECT max(rid) FROM changes WHERE project = ?), (SELECT rowid FROM records WHERE id = ?)`, string(projA.ID), b.ID).Scan(&ra, &rb); err != nil {
+		t.Fatal(err)
+	}
+	if ra != rb {
+		t.Logf("rowid not reused (%d, %d): the test shows less", ra, rb)
+	}
+	hits, err = r.Search(ctx, projB.ID, SearchOptions{Query: "gannet"})
+	if err != nil || len(hits) != 1 || hits[0].Record.ID != b.ID || hits[0].Record.Description != "B's own" || strings.Contains(hits[0].Preview, "A") {
+		t.Fatalf("B's search: %+v %v", hits, err)
+	}
+	hits, err = r.Search(ctx, projA.ID, SearchOptions{Query: "gannet"})
+	if err != nil || len(hits) != 0 {
+		t.Fatalf("A's search after the delete: %+v %v", hits, err)
+	}
+}
