@@ -159,7 +159,7 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 		h := Hit{Record: rec, Score: r.Score}
 		if !opts.NoPreview {
 			if cut && strings.TrimSpace(rec.Body) == "" {
-				if rec.Body, err = s.wholeBody(ctx, r.ID); err != nil {
+				if rec.Body, err = s.wholeBody(ctx, r.ID, rec.ID); err != nil {
 					return nil, fmt.Errorf("search: %w", err)
 				}
 				cut = false
@@ -178,7 +178,7 @@ func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions
 			}
 			var ok bool
 			if h.Preview, ok = excerpt(text, cut, in, words); !ok {
-				if text, err = s.wholeBody(ctx, r.ID); err != nil {
+				if text, err = s.wholeBody(ctx, r.ID, rec.ID); err != nil {
 					return nil, fmt.Errorf("search: %w", err)
 				}
 				h.Preview = preview(Record{Body: text, Description: rec.Description}, in, words)
@@ -346,12 +346,13 @@ type hitRecord struct {
 	cut bool
 }
 
-// wholeBody reads the body of the record at rowid, for the preview of a
-// hit whose excerpt the start of its body did not settle; "" if the
-// record is gone.
-func (s *Store) wholeBody(ctx context.Context, rowid int64) (string, error) {
+// wholeBody reads the body of the record id at rowid, for the preview of
+// a hit whose excerpt the start of its body did not settle; "" if the
+// record is gone. The id is checked: by now the rowid may hold another
+// record, of another project.
+func (s *Store) wholeBody(ctx context.Context, rowid int64, id string) (string, error) {
 	var body string
-	err := s.db.QueryRowContext(ctx, `SELECT body FROM records WHERE rowid = ?`, rowid).Scan(&body)
+	err := s.db.QueryRowContext(ctx, `SELECT body FROM records WHERE rowid = ? AND id = ?`, rowid, id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
