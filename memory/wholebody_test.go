@@ -32,7 +32,9 @@ func TestHitBodyReadIsOfTheSameRecord(t *testing.T) {
 	}
 	defer w.Close()
 	pad := strings.Repeat("filler words here. ", 60) // past what a card keeps
-	writeA := func() { put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "albatross", Body: pad + "the albatross glides, text of A"}) }
+	writeA := func() {
+		put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "albatross", Body: pad + "the albatross glides, text of A"})
+	}
 	writeB := func() {
 		put(t, w, projB, Write{Scope: scope.Project, Type: Semantic, Key: "other", Body: pad + "the albatross of project B, PRIVATE-TO-B"})
 	}
