@@ -7,8 +7,15 @@ import (
 )
 
 // The input ends while direct calls still run: each is answered, once,
-// before the server stops, and nothing else is written.
+// before the server stops, and nothing else is written. The last answer
+// races the end of the session, so the session is run several times.
 func TestInputEndsWhileCallsRun(t *testing.T) {
+	for i := range 10 {
+		t.Run(fmt.Sprint(i), inputEndsWhileCallsRun)
+	}
+}
+
+func inputEndsWhileCallsRun(t *testing.T) {
 	ls := startLines(t, true)
 	ls.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	ls.next(t)

@@ -422,6 +422,11 @@ func (c *stdioConn) drain(timeout time.Duration) {
 	c.mu.Unlock()
 	select {
 	case <-ch:
+		// The last answer settled its request before writing itself, with
+		// c.mu held: it is written once c.mu is free, and not before, or
+		// the output could be closed under it.
+		c.mu.Lock()
+		c.mu.Unlock()
 	case <-time.After(timeout):
 	}
 }
