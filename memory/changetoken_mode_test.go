@@ -52,3 +52,44 @@ func TestChangeTokenWhileAnotherLeavesWAL(t *testing.T) {
 		t.Fatalf("the other process's write is not seen: %+v %v", hits, err)
 	}
 }
+
+// Two Stores of one process on one file share SQLite's mapping of the log
+// index: one closing leaves the other's view whole, and a write by a
+// third is still seen by the one left.
+func TestChangeTokenAfterAnotherStoreCloses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	open := func() *Store {
+		s, err := Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s1, s2 := open(), open()
+	defer s2.Close()
+	if _, ok := s1.changeToken(ctx); !ok {
+		t.Fatal("no change token")
+	}
+	if hits, err := s2.Search(ctx, projA.ID, SearchOptions{Query: "dingo"}); err != nil || len(hits) != 0 {
+		t.Fatalf("%+v %v", hits, err)
+	}
+	before, ok := s2.changeToken(ctx)
+	if !ok {
+		t.Fatal("no change token")
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if now, ok := s2.changeToken(ctx); !ok || now != before {
+		t.Fatalf("the token moved or went with the other store's close: %v %v", now, ok)
+	}
+	s3 := open()
+	put(t, s3, projA, Write{Type: Semantic, Key: "dingo", Body: "a dingo"})
+	s3.Close()
+	if now, ok := s2.changeToken(ctx); !ok || now == before {
+		t.Fatalf("the token did not move with a write: %v %v", now, ok)
+	}
+	if hits, err := s2.Search(ctx, projA.ID, SearchOptions{Query: "dingo"}); err != nil || len(hits) != 1 {
+		t.Fatalf("the write is not seen: %+v %v", hits, err)
+	}
+}
