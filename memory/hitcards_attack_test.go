@@ -59,3 +59,34 @@ func TestHitCardsStayInTheirBucket(t *testing.T) {
 		t.Fatalf("A's search after the delete: %+v %v", hits, err)
 	}
 }
+
+// Another store moves project A's records to project B: A's search, its
+// cards warm, shows them no longer, and B's shows them.
+func TestHitCardsAfterAProjectMoves(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	r, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w, err := Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "kiwi", Body: "the kiwi forages at night"})
+	for range 2 {
+		if hits, err := r.Search(ctx, projA.ID, SearchOptions{Query: "kiwi"}); err != nil || len(hits) != 1 {
+			t.Fatalf("A's search: %+v %v", hits, err)
+		}
+	}
+	if _, err := w.MoveProject(ctx, projA.ID, projB.ID, "/work/b"); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := r.Search(ctx, projA.ID, SearchOptions{Query: "kiwi"}); err != nil || len(hits) != 0 {
+		t.Fatalf("A's search after the move: %+v %v", hits, err)
+	}
+	if hits, err := r.Search(ctx, projB.ID, SearchOptions{Query: "kiwi"}); err != nil || len(hits) != 1 || !strings.Contains(hits[0].Preview, "forages") {
+		t.Fatalf("B's search after the move: %+v %v", hits, err)
+	}
+}
