@@ -1,7 +1,9 @@
 package memory
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -71,5 +73,61 @@ func TestOpenReadOnlyFileAdvises(t *testing.T) {
 	}
 	if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "permission denied") || !strings.Contains(msg, "chmod") {
 		t.Fatalf("%q does not name the file and say what to do", msg)
+	}
+}
+
+// Several processes open one new database at the same moment, each
+// writing a record: each succeeds, the file is made once, 0600, and
+// holds every record, soundly.
+func TestOpenNewFromProcessesAtOnce(t *testing.T) {
+	if path := os.Getenv("MEMORY_TEST_CREATE_DB"); path != "" {
+		s, err := Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, projA, Write{Type: Semantic, Key: "opener-" + os.Getenv("MEMORY_TEST_CREATE_N"), Body: "opened at once"})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("no file modes")
+	}
+	defer syscall.Umask(syscall.Umask(0o022))
+	const n = 4
+	for round := range 3 {
+		path := filepath.Join(t.TempDir(), "memory.db")
+		cmds := make([]*exec.Cmd, n)
+		outs := make([]strings.Builder, n)
+		for i := range cmds {
+			cmds[i] = exec.Command(os.Args[0], "-test.run=^TestOpenNewFromProcessesAtOnce$", "-test.count=1")
+			cmds[i].Env = append(os.Environ(), "MEMORY_TEST_CREATE_DB="+path, fmt.Sprintf("MEMORY_TEST_CREATE_N=%d", i))
+			cmds[i].Stdout, cmds[i].Stderr = &outs[i], &outs[i]
+			if err := cmds[i].Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, c := range cmds {
+			if err := c.Wait(); err != nil {
+				t.Fatalf("round %d, opener %d: %v\n%s", round, i, err, outs[i].String())
+			}
+		}
+		fi, err := os.Stat(path)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("round %d: database %v %v, want mode 0600", round, fi, err)
+		}
+		s, err := Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var check string
+		var records int
+		s.db.QueryRow("PRAGMA integrity_check").Scan(&check)
+		s.db.QueryRow("SELECT count(*) FROM records").Scan(&records)
+		s.Close()
+		if check != "ok" || records != n {
+			t.Fatalf("round %d: integrity %q, %d records, want %d", round, check, records, n)
+		}
 	}
 }
