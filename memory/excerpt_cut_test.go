@@ -1,0 +1,48 @@
+package memory
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// An excerpt of the start of a text that says it is the whole text's
+// excerpt is exactly the excerpt of the whole text, for texts of words,
+// spaces of every kind and characters of several bytes, cut anywhere on a
+// character's start.
+func TestExcerptOfStartIsTheWholeOnes(t *testing.T) {
+	pieces := []string{"alpha", "Beta", "gamma", "delta", "ÉCOLE", "école", "naïve", "日本語", "x", "test", "tests", "TeSt",
+		" ", " ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000", ".", ",", "longwordwithoutanyspacesatallinthemiddleofit"}
+	termSets := [][]string{nil, {"test"}, {"gamma"}, {"beta", "delta"}, {"zzz"}, {"école"}, {"alpha", "tests"}}
+	r := rand.New(rand.NewPCG(1, 2))
+	checked := 0
+	for range 20000 {
+		var b strings.Builder
+		for range r.IntN(120) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		text := b.String()
+		terms := termSets[r.IntN(len(termSets))]
+		words := map[string]string{}
+		for _, t := range terms {
+			words[t] = t
+		}
+		whole, _ := excerpt(text, false, terms, words)
+		n := r.IntN(len(text) + 1)
+		for n > 0 && n < len(text) && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		got, ok := excerpt(text[:n], n < len(text), terms, words)
+		if !ok {
+			continue
+		}
+		checked++
+		if got != whole {
+			t.Fatalf("text %q cut at %d, terms %q:\nstart gives %q\nwhole gives %q", text, n, terms, got, whole)
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d excerpts of a start were taken for the whole's", checked)
+	}
+}
