@@ -32,11 +32,16 @@ func TestHitBodyReadIsOfTheSameRecord(t *testing.T) {
 	}
 	defer w.Close()
 	pad := strings.Repeat("filler words here. ", 60) // past what a card keeps
+	// Written from the writer's goroutine too: errors, not Fatal.
 	writeA := func() {
-		put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "albatross", Body: pad + "the albatross glides, text of A"})
+		if _, _, err := w.Put(ctx, projA, Write{Scope: scope.Project, Type: Semantic, Key: "albatross", Body: pad + "the albatross glides, text of A"}); err != nil {
+			t.Error(err)
+		}
 	}
 	writeB := func() {
-		put(t, w, projB, Write{Scope: scope.Project, Type: Semantic, Key: "other", Body: pad + "the albatross of project B, PRIVATE-TO-B"})
+		if _, _, err := w.Put(ctx, projB, Write{Scope: scope.Project, Type: Semantic, Key: "other", Body: pad + "the albatross of project B, PRIVATE-TO-B"}); err != nil {
+			t.Error(err)
+		}
 	}
 	writeA()
 	var stop atomic.Bool
