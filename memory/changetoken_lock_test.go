@@ -19,11 +19,7 @@ import (
 // connection is open must still be locked after the token has started.
 func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPath(t, path)
 	locked := func() bool {
 		t.Helper()
 		f, err := os.OpenFile(path+"-shm", os.O_RDWR, 0)
@@ -68,11 +64,7 @@ func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
 // create it).
 func TestSecondOpenKeepsSQLiteLocks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	a, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openPath(t, path)
 	locked := func() bool {
 		t.Helper()
 		f, err := os.OpenFile(path, os.O_RDWR, 0)

@@ -29,11 +29,7 @@ func TestChangeTokenWhileAnotherLeavesWAL(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPath(t, path)
 	put(t, s, projA, Write{Type: Semantic, Key: "wombat", Body: "a wombat"})
 	if hits, err := s.Search(ctx, projA.ID, SearchOptions{Query: "changed"}); err != nil || len(hits) != 0 {
 		t.Fatalf("%+v %v", hits, err)

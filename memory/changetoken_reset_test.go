@@ -14,11 +14,7 @@ import (
 // process.
 func TestChangeTokenSeesWritesAcrossLogResets(t *testing.T) {
 	if path := os.Getenv("MEMORY_TEST_RESET_DB"); path != "" {
-		s, err := Open(ctx, path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openPath(t, path)
 		key := os.Getenv("MEMORY_TEST_RESET_KEY")
 		if _, err := s.Import(ctx, projA.ID, Record{Type: Semantic, Key: key, Body: "a quokka"}, FileState{Stem: key, Hash: "h" + key}, nil, nil); err != nil {
 			t.Fatal(err)
@@ -30,11 +26,7 @@ func TestChangeTokenSeesWritesAcrossLogResets(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPath(t, path)
 	p := projA.ID
 	seen, err := s.MirrorChangesSince(ctx, p, -1)
 	if err != nil {

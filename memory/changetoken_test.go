@@ -13,16 +13,8 @@ import (
 // written meanwhile finds nothing changed.
 func TestChangeTokenSeesOtherStores(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s1, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s1.Close()
-	s2, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s1 := openPath(t, path)
+	s2 := openPath(t, path)
 	p := projA.ID
 
 	seen, err := s1.MirrorChangesSince(ctx, p, -1)
@@ -105,11 +97,7 @@ func TestChangeTokenSeesOtherStores(t *testing.T) {
 // one. The test runs itself again as that process.
 func TestChangeTokenSeesOtherProcess(t *testing.T) {
 	if path := os.Getenv("MEMORY_TEST_WRITE_DB"); path != "" {
-		s, err := Open(ctx, path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openPath(t, path)
 		key := os.Getenv("MEMORY_TEST_WRITE_KEY")
 		if _, err := s.Import(ctx, projA.ID, Record{Type: Semantic, Key: key, Body: "an okapi"}, FileState{Stem: key, Hash: "h" + key}, nil, nil); err != nil {
 			t.Fatal(err)
@@ -117,11 +105,7 @@ func TestChangeTokenSeesOtherProcess(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPath(t, path)
 	p := projA.ID
 	seen, err := s.MirrorChangesSince(ctx, p, -1)
 	if err != nil {
@@ -198,11 +182,7 @@ func TestChangeTokenThroughSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	real, link := filepath.Join(realDir, "memory.db"), filepath.Join(linkDir, "memory.db")
-	s1, err := Open(ctx, real, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s1.Close()
+	s1 := openPath(t, real)
 	if err := os.Symlink(real, link); err != nil {
 		t.Skip("no symlinks here:", err)
 	}
@@ -214,11 +194,7 @@ func TestChangeTokenThroughSymlink(t *testing.T) {
 	if err := os.WriteFile(link+"-shm", stale, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(ctx, link, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := openPath(t, link)
 	p := projA.ID
 	seen, err := s2.MirrorChangesSince(ctx, p, -1)
 	if err != nil {
@@ -243,16 +219,8 @@ func TestChangeTokenThroughSymlink(t *testing.T) {
 // what it removed.
 func TestChangeTokenVectorsOfOtherStores(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s1, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s1.Close()
-	s2, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s1 := openPath(t, path)
+	s2 := openPath(t, path)
 	_, c := standIn(t, "toy")
 	const q = "feline"
 	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) != 0 {

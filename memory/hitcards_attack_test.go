@@ -14,16 +14,8 @@ import (
 // place (same rowid) shows its new text at once.
 func TestHitCardsStayInTheirBucket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	r, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	w, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	r := openPath(t, path)
+	w := openPath(t, path)
 
 	a := put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "gannet", Description: "secret plan of A", Body: "the gannet dives at dawn, plan of A"})
 	hits, err := r.Search(ctx, projA.ID, SearchOptions{Query: "gannet"})
@@ -64,16 +56,8 @@ func TestHitCardsStayInTheirBucket(t *testing.T) {
 // cards warm, shows them no longer, and B's shows them.
 func TestHitCardsAfterAProjectMoves(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	r, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	w, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	r := openPath(t, path)
+	w := openPath(t, path)
 	put(t, w, projA, Write{Scope: scope.Project, Type: Semantic, Key: "kiwi", Body: "the kiwi forages at night"})
 	for range 2 {
 		if hits, err := r.Search(ctx, projA.ID, SearchOptions{Query: "kiwi"}); err != nil || len(hits) != 1 {

@@ -21,6 +21,17 @@ func openAt(tb testing.TB, path string, c *clock) *Store {
 	return s
 }
 
+// openPath opens the database at path, closed at the end of the test.
+func openPath(tb testing.TB, path string) *Store {
+	tb.Helper()
+	s, err := Open(ctx, path, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
 func uses(tb testing.TB, s *Store, key string) (int64, *time.Time) {
 	tb.Helper()
 	r, err := s.Peek(ctx, projA.ID, Selector{Key: key, Type: Semantic})

@@ -21,16 +21,8 @@ func TestHitBodyReadIsOfTheSameRecord(t *testing.T) {
 		t.Skip("a race run for a while")
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	r, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	w, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	r := openPath(t, path)
+	w := openPath(t, path)
 	pad := strings.Repeat("filler words here. ", 60) // past what a card keeps
 	// Written from the writer's goroutine too: errors, not Fatal.
 	writeA := func() {
