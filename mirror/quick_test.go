@@ -314,3 +314,53 @@ func TestSyncWithoutDirectoryIsQuick(t *testing.T) {
 		t.Errorf("sync after a hand-written file = %+v", rep)
 	}
 }
+
+// TestQuickSyncAfterDirectoryLeavesWorkspace: the quick check takes the
+// path for good while it reaches the very directory the watch began on.
+// Moved out of the workspace and linked back, it still does; nothing is
+// read from or written there on that account: a write still checks the
+// path and refuses it, and a directory swapped for another is synced in
+// full and refused.
+func TestQuickSyncAfterDirectoryLeavesWorkspace(t *testing.T) {
+	w := newWS(t)
+	w.put(memory.Semantic, "fact", "", "Body.")
+	if _, err := Sync(w.ctx, w.st, w.p, w.dir); err != nil {
+		t.Fatal(err)
+	}
+	prom := filepath.Join(w.root, ".prometheus")
+	away := filepath.Join(t.TempDir(), "away")
+	if err := os.Rename(prom, away); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, away, prom)
+	if _, err := Sync(w.ctx, w.st, w.p, w.dir); err != nil {
+		t.Fatalf("Sync of the same directory, linked back: %v", err)
+	}
+	_, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "other", Body: "x"})
+	if err == nil || !strings.Contains(err.Error(), "outside the workspace") {
+		t.Errorf("Put through a link out of the workspace: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(away, "memories", "other.md")); err == nil {
+		t.Error("a file was written outside the workspace")
+	}
+
+	// Another directory behind the link: not the one watched.
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.MkdirAll(filepath.Join(other, "memories"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "memories", "planted.md"), []byte("Planted.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(prom)
+	symlink(t, other, prom)
+	if _, err := Sync(w.ctx, w.st, w.p, w.dir); err == nil || !strings.Contains(err.Error(), "outside the workspace") {
+		t.Errorf("Sync of another directory behind the link: %v", err)
+	}
+	if _, ok := w.mirrored()["planted"]; ok {
+		t.Error("a file from outside the workspace was imported")
+	}
+	if _, ok := w.mirrored()["fact"]; !ok {
+		t.Error("a refused directory deleted the records")
+	}
+}

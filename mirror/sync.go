@@ -163,7 +163,10 @@ func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity,
 		d.stopWatch()
 		return Report{}, false
 	}
-	if !known || !d.clean || d.stateProject != p || d.exportDue(now) || d.check() != nil || !d.stillWatched() {
+	// The path checks of a full sync (no symlink leading out of the
+	// workspace) hold while the path still reaches the directory they
+	// passed for when the watch began: one stat instead of one a part.
+	if !known || !d.clean || d.stateProject != p || d.exportDue(now) || !d.stillWatched() {
 		return Report{}, false
 	}
 	_, changed, whole, err := d.mirrorState(ctx, st, p)
