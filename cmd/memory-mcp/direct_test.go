@@ -645,3 +645,29 @@ func TestDuplicateDoesNotVouchForItsMeta(t *testing.T) {
 		t.Errorf("direct answers differ from the SDK's (-sdk +direct):\n%s", diff)
 	}
 }
+
+// TestJSONScansSkipStrings: brackets, digits and escaped quotes inside
+// strings count for neither scan.
+func TestJSONScansSkipStrings(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		depth int
+		deep  bool // deeper than depth
+		exact bool
+	}{
+		{`{"a":[1,[2]]}`, 3, false, true},
+		{`{"a":[1,[2]]}`, 2, true, true},
+		{`{"a":"[[[[\"]]]]{{{"}`, 1, false, true},
+		{`{"a":"\\","b":[[1]]}`, 2, true, true},
+		{`{"a":"\\\"12345678901234567890"}`, 1, false, true},
+		{`{"a":"x","b":12345678901234567}`, 1, false, false},
+		{`["unterminated`, 1, false, true},
+	} {
+		if got := !depthAtMost([]byte(c.in), c.depth); got != c.deep {
+			t.Errorf("depthAtMost(%s, %d) = %v", c.in, c.depth, !got)
+		}
+		if got := exactNumbers([]byte(c.in)); got != c.exact {
+			t.Errorf("exactNumbers(%s) = %v", c.in, got)
+		}
+	}
+}

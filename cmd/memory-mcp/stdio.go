@@ -237,22 +237,11 @@ const sdkMaxDepth = 1000
 // depthAtMost reports whether the objects and arrays of the valid JSON in
 // b nest at most max levels deep.
 func depthAtMost(b []byte, max int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
 		case '"':
-			inString = true
+			i = stringEnd(b, i)
 		case '{', '[':
 			if depth++; depth > max {
 				return false
@@ -262,6 +251,20 @@ func depthAtMost(b []byte, max int) bool {
 		}
 	}
 	return true
+}
+
+// stringEnd returns the index of the quote that closes the JSON string
+// opening at b[i], or len(b) if none does.
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(b)
 }
 
 // maxExactID is the largest integer id the SDK answers with unchanged: it

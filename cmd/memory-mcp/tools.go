@@ -700,22 +700,11 @@ func hasDefaults(s *jsonschema.Schema) bool {
 // characters, so that a float64 holds its value exactly and decoding it
 // into a field gives what decoding its re-encoding would.
 func exactNumbers(b []byte) bool {
-	inString, escaped, run := false, false, 0
-	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch {
+	run := 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
 		case c == '"':
-			inString = true
+			i = stringEnd(b, i)
 			run = 0
 		case c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E':
 			if run++; run > 15 {
