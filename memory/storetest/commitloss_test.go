@@ -197,23 +197,8 @@ func (p *cutProxy) serve(client net.Conn) {
 func TestPostgresCommitCut(t *testing.T) {
 	for _, mode := range []string{"before", "after", "hold", "midway"} {
 		t.Run(mode, func(t *testing.T) {
-			target := pgtest.New(t)
-			u, err := url.Parse(target)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := startCutProxy(t, u.Host)
-			u.Host = proxy.ln.Addr().String()
-			s := storetest.Open(t, u.String(), nil)
+			target, proxy, s, p, w := readOnceBehindProxy(t, "/work/cut")
 			ctx := context.Background()
-			p := memory.Project{ID: scope.IdentityOf("/work/cut")}
-			w := memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "used", Body: "read once"}
-			if _, _, err := s.Put(ctx, p, w); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Get(ctx, p.ID, memory.Selector{Key: "used"}); err != nil {
-				t.Fatal(err)
-			}
 			fired := proxy.arm(mode)
 			w.Key, w.Body = "cut", "written while the connection was cut"
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -241,13 +226,12 @@ func TestPostgresCommitCut(t *testing.T) {
 	}
 }
 
-// A commit whose answer is lost while the database stays unreachable: the
-// write is refused as of unknown outcome, never acknowledged; when it did
-// commit, the uses it carried are not handed back to be written again.
-func TestPostgresCommitOutcomeUnknown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out the store's patience for the database")
-	}
+// readOnceBehindProxy opens a store on a fresh database through a proxy
+// that can cut its connection, and writes a record at root and reads it
+// once, so that a use waits to be counted. It returns the database's own
+// URL, the proxy, the store, the project and the record's write.
+func readOnceBehindProxy(t *testing.T, root string) (string, *cutProxy, *memory.Store, memory.Project, memory.Write) {
+	t.Helper()
 	target := pgtest.New(t)
 	u, err := url.Parse(target)
 	if err != nil {
@@ -257,7 +241,7 @@ func TestPostgresCommitOutcomeUnknown(t *testing.T) {
 	u.Host = proxy.ln.Addr().String()
 	s := storetest.Open(t, u.String(), nil)
 	ctx := context.Background()
-	p := memory.Project{ID: scope.IdentityOf("/work/unknown")}
+	p := memory.Project{ID: scope.IdentityOf(root)}
 	w := memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "used", Body: "read once"}
 	if _, _, err := s.Put(ctx, p, w); err != nil {
 		t.Fatal(err)
@@ -265,6 +249,18 @@ func TestPostgresCommitOutcomeUnknown(t *testing.T) {
 	if _, err := s.Get(ctx, p.ID, memory.Selector{Key: "used"}); err != nil {
 		t.Fatal(err)
 	}
+	return target, proxy, s, p, w
+}
+
+// A commit whose answer is lost while the database stays unreachable: the
+// write is refused as of unknown outcome, never acknowledged; when it did
+// commit, the uses it carried are not handed back to be written again.
+func TestPostgresCommitOutcomeUnknown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the store's patience for the database")
+	}
+	target, proxy, s, p, w := readOnceBehindProxy(t, "/work/unknown")
+	ctx := context.Background()
 	proxy.arm("after, down")
 	w.Key, w.Body = "cut", "committed, its answer lost"
 	if _, _, err := s.Put(ctx, p, w); err == nil || !strings.Contains(err.Error(), "may or may not have been saved") {
