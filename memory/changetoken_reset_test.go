@@ -51,17 +51,7 @@ func TestChangeTokenSeesWritesAcrossLogResets(t *testing.T) {
 		if after, ok := s.changeToken(ctx); !ok || after == before {
 			t.Fatalf("round %d: the token did not move over a write and a log reset: %v %v", i, after, ok)
 		}
-		ch, err := s.MirrorChangesSince(ctx, p, seen.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := ch.Changed[key]; !ok || ch.Version == seen.Version {
-			t.Fatalf("round %d: the other process's import is not seen: %+v", i, ch)
-		}
-		seen = ch
-		if hits, err := s.Search(ctx, p, SearchOptions{Query: "quokka"}); err != nil || len(hits) != i+1 {
-			t.Fatalf("round %d: %d hits after the other process's write (%v), want %d", i, len(hits), err, i+1)
-		}
+		seen = seesOtherWrite(t, s, p, seen, key, "quokka", i)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"prom.codes/memory-mcp/scope"
 )
 
 // Another Store on the same file (another process, as far as SQLite is
@@ -123,18 +125,26 @@ func TestChangeTokenSeesOtherProcess(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("writer process: %v\n%s", err, out)
 		}
-		ch, err := s.MirrorChangesSince(ctx, p, seen.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := ch.Changed[key]; !ok || ch.Version == seen.Version {
-			t.Fatalf("round %d: the other process's import is not seen: %+v", i, ch)
-		}
-		seen = ch
-		if hits, err := s.Search(ctx, p, SearchOptions{Query: "okapi"}); err != nil || len(hits) != i+1 {
-			t.Fatalf("round %d: %d hits after the other process's write (%v), want %d", i, len(hits), err, i+1)
-		}
+		seen = seesOtherWrite(t, s, p, seen, key, "okapi", i)
 	}
+}
+
+// seesOtherWrite checks that s sees, at once, the record key another
+// process wrote in round i: in the mirror's changes since seen and as the
+// i+1th hit for query. It returns the changes seen.
+func seesOtherWrite(t *testing.T, s *Store, p scope.Identity, seen MirrorChanges, key, query string, i int) MirrorChanges {
+	t.Helper()
+	ch, err := s.MirrorChangesSince(ctx, p, seen.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ch.Changed[key]; !ok || ch.Version == seen.Version {
+		t.Fatalf("round %d: the other process's import is not seen: %+v", i, ch)
+	}
+	if hits, err := s.Search(ctx, p, SearchOptions{Query: query}); err != nil || len(hits) != i+1 {
+		t.Fatalf("round %d: %d hits after the other process's write (%v), want %d", i, len(hits), err, i+1)
+	}
+	return ch
 }
 
 // BenchmarkChangeToken is the cost every tool call pays to learn whether
