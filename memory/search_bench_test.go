@@ -21,22 +21,11 @@ func BenchmarkSearchSizes(b *testing.B) {
 				b.Skip("-short: skipping the largest size")
 			}
 			s := openBench(b, n)
-			c := corpus.New(benchSeed + 2)
-			qs := make([]string, 64)
-			for i := range qs {
-				qs[i] = c.Query()
-			}
-			var cpu int64
-			measure(b, func(ctx context.Context, i int) error {
-				if i == 0 {
-					cpu = cpuTime()
-				}
+			qs := queries(benchSeed+2, 64)
+			measureCPU(b, func(ctx context.Context, i int) error {
 				_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
 				return err
 			})
-			if now := cpuTime(); now > 0 {
-				b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
-			}
 		})
 	}
 }
@@ -53,16 +42,8 @@ func BenchmarkSearchFresh(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				s := openBench(b, n)
-				c := corpus.New(benchSeed + 3)
-				qs := make([]string, b.N+1)
-				for i := range qs {
-					qs[i] = c.Query()
-				}
-				var cpu int64
-				measure(b, func(ctx context.Context, i int) error {
-					if i == 0 {
-						cpu = cpuTime()
-					}
+				qs := queries(benchSeed+3, b.N+1)
+				measureCPU(b, func(ctx context.Context, i int) error {
 					if cold {
 						h := &s.search.cards
 						h.mu.Lock()
@@ -72,9 +53,6 @@ func BenchmarkSearchFresh(b *testing.B) {
 					_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
 					return err
 				})
-				if now := cpuTime(); now > 0 {
-					b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
-				}
 			})
 		}
 	}
@@ -86,24 +64,13 @@ func BenchmarkSearchRecall(b *testing.B) {
 	for _, n := range []int{5_000, 20_000} {
 		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
 			s := openBench(b, n)
-			c := corpus.New(benchSeed + 2)
-			qs := make([]string, 64)
-			for i := range qs {
-				qs[i] = c.Query()
-			}
-			var cpu int64
+			qs := queries(benchSeed+2, 64)
 			b.ReportAllocs()
-			measure(b, func(ctx context.Context, i int) error {
-				if i == 0 {
-					cpu = cpuTime()
-				}
+			measureCPU(b, func(ctx context.Context, i int) error {
 				_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)], Types: []Type{Semantic, Procedural},
 					Limit: 40, Bodies: true, NoPreview: true})
 				return err
 			})
-			if now := cpuTime(); now > 0 {
-				b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
-			}
 		})
 	}
 }
@@ -141,4 +108,29 @@ func BenchmarkSearchLoad(b *testing.B) {
 			b.ReportMetric(kept/float64(docs), "B/record")
 		})
 	}
+}
+
+// measureCPU is measure, reporting besides the process's CPU time per call
+// (cpu-ns/op, garbage collection included).
+func measureCPU(b *testing.B, f func(ctx context.Context, i int) error) {
+	var cpu int64
+	measure(b, func(ctx context.Context, i int) error {
+		if i == 0 {
+			cpu = cpuTime()
+		}
+		return f(ctx, i)
+	})
+	if now := cpuTime(); now > 0 {
+		b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// queries returns n natural-language queries of the corpus of seed.
+func queries(seed int64, n int) []string {
+	c := corpus.New(seed)
+	qs := make([]string, n)
+	for i := range qs {
+		qs[i] = c.Query()
+	}
+	return qs
 }
