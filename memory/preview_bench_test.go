@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"prom.codes/memory-mcp/memory/index"
 )
 
 // BenchmarkPreview builds the excerpt of one hit whose body is about 2 KB,
@@ -126,11 +128,11 @@ func TestExcerptWordsAsFields(t *testing.T) {
 		s := b.String()
 		var got []string
 		for rest := s; ; {
-			rest = rest[spaceLen(rest):]
+			rest = rest[index.SpaceLen(rest):]
 			if rest == "" {
 				break
 			}
-			end := wordEnd(rest)
+			end := index.SpaceAt(rest)
 			got = append(got, rest[:end])
 			rest = rest[end:]
 		}

@@ -495,11 +495,11 @@ func excerpt(text string, cut bool, terms []string, words map[string]string) (p 
 	more := false
 	for rest := text[start:]; ; {
 		// The words of rest, as strings.FieldsSeq gives them.
-		rest = rest[spaceLen(rest):]
+		rest = rest[index.SpaceLen(rest):]
 		if rest == "" {
 			break
 		}
-		end := wordEnd(rest)
+		end := index.SpaceAt(rest)
 		w := rest[:end]
 		rest = rest[end:]
 		if n > 0 {
@@ -532,48 +532,6 @@ func excerpt(text string, cut bool, terms []string, words map[string]string) (p 
 	}
 	return b.String(), true
 }
-
-// spaceLen is how many bytes of space s starts with, as unicode.IsSpace
-// has them.
-func spaceLen(s string) int {
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if !asciiSpace[c] {
-				return i
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if !unicode.IsSpace(r) {
-			return i
-		}
-		i += n
-	}
-	return len(s)
-}
-
-// wordEnd is the index of the first space in s, or its length.
-func wordEnd(s string) int {
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if asciiSpace[c] {
-				return i
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if unicode.IsSpace(r) {
-			return i
-		}
-		i += n
-	}
-	return len(s)
-}
-
-// asciiSpace are the ASCII characters unicode.IsSpace holds spaces.
-var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -35,15 +35,16 @@ func appendTerms(out []string, text string, stops bool) []string {
 			text = text[n:]
 			continue
 		}
-		end := spaceAt(text)
+		end := SpaceAt(text)
 		out = appendRun(out, text[:end], stops)
 		text = text[end:]
 	}
 	return out
 }
 
-// spaceAt is the index of the first space in text, or its length.
-func spaceAt(text string) int {
+// SpaceAt is the index of the first space in text, as unicode.IsSpace has
+// them, or its length.
+func SpaceAt(text string) int {
 	for i := 0; i < len(text); {
 		if c := text[i]; c < utf8.RuneSelf {
 			if asciiSpace[c] {
@@ -59,6 +60,26 @@ func spaceAt(text string) int {
 		i += n
 	}
 	return len(text)
+}
+
+// SpaceLen is how many bytes of space s starts with, as unicode.IsSpace
+// has them.
+func SpaceLen(s string) int {
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if !asciiSpace[c] {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
+			return i
+		}
+		i += n
+	}
+	return len(s)
 }
 
 // asciiSpace are the ASCII characters unicode.IsSpace holds spaces.

@@ -543,8 +543,8 @@ func TestAnalyzerASCIIPaths(t *testing.T) {
 		if want < 0 {
 			want = len(s)
 		}
-		if got := spaceAt(s); got != want {
-			t.Fatalf("spaceAt(%q) = %d, want %d", s, got, want)
+		if got := SpaceAt(s); got != want {
+			t.Fatalf("SpaceAt(%q) = %d, want %d", s, got, want)
 		}
 		if got, want := trimSet(s, &openers, &closers), strings.TrimLeft(strings.TrimRight(s, ".,;:!?)]}'\"`>*"), "([{'\"`<*"); got != want {
 			t.Fatalf("trimSet(%q) = %q, want %q", s, got, want)
