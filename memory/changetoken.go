@@ -140,3 +140,23 @@ func (v *versioned[T]) set(token changeToken, known bool, val T) {
 	defer v.mu.Unlock()
 	v.token, v.ok, v.val = token, known, val
 }
+
+// read returns the answer remembered at the token tok gives now, or else
+// asks query and remembers its answer at that token. A nil tok never
+// knows: query is asked every time.
+func (v *versioned[T]) read(ctx context.Context, tok func(context.Context) (changeToken, bool), query func() (T, error)) (T, error) {
+	var token changeToken
+	var known bool
+	if tok != nil {
+		token, known = tok(ctx)
+	}
+	if val, ok := v.get(token, known); ok {
+		return val, nil
+	}
+	val, err := query()
+	if err != nil {
+		return val, err
+	}
+	v.set(token, known, val)
+	return val, nil
+}

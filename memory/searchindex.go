@@ -167,17 +167,14 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 	if err != nil {
 		return nil, err
 	}
-	var token changeToken
-	var known bool
-	if x.token != nil {
-		token, known = x.token(ctx)
-	}
-	last, ok := x.last.get(token, known)
-	if !ok {
-		if err := lastStmt.QueryRowContext(ctx).Scan(&last); err != nil {
-			return nil, fmt.Errorf("read change sequence: %w", err)
+	last, err := x.last.read(ctx, x.token, func() (last int64, err error) {
+		if err = lastStmt.QueryRowContext(ctx).Scan(&last); err != nil {
+			err = fmt.Errorf("read change sequence: %w", err)
 		}
-		x.last.set(token, known, last)
+		return last, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]*bucketIndex, len(keys))
 	x.mu.RLock()

@@ -30,17 +30,14 @@ type vectorIndex struct {
 
 // catchUp brings x up to date with model's vectors of dims dimensions.
 func (x *vectorIndex) catchUp(ctx context.Context, db *sql.DB, model string, dims int) error {
-	var token changeToken
-	var known bool
-	if x.token != nil {
-		token, known = x.token(ctx)
-	}
-	last, ok := x.seq.get(token, known)
-	if !ok {
-		if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM embed_changes`).Scan(&last); err != nil {
-			return fmt.Errorf("read vector changes: %w", err)
+	last, err := x.seq.read(ctx, x.token, func() (last int64, err error) {
+		if err = db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM embed_changes`).Scan(&last); err != nil {
+			err = fmt.Errorf("read vector changes: %w", err)
 		}
-		x.seq.set(token, known, last)
+		return last, err
+	})
+	if err != nil {
+		return err
 	}
 	x.mu.RLock()
 	fresh := x.idx != nil && x.model == model && x.idx.Dims() == dims && x.last == last
