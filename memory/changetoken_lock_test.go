@@ -20,28 +20,11 @@ import (
 func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	s := openPath(t, path)
-	locked := func() bool {
-		t.Helper()
-		f, err := os.OpenFile(path+"-shm", os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Asking with an open file description's lock (F_OFD_GETLK) sees
-		// this process's own POSIX locks as conflicts. The descriptor is
-		// kept open until the test ends: closing it would drop them.
-		t.Cleanup(func() { f.Close() })
-		const ofdGetLK = 36
-		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: 128, Len: 1}
-		if err := syscall.FcntlFlock(f.Fd(), ofdGetLK, &lk); err != nil {
-			t.Fatal(err)
-		}
-		return lk.Type != syscall.F_UNLCK
-	}
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if !locked() {
+	if !lockHeld(t, path+"-shm", 128, 1) {
 		t.Fatal("no lock on the -shm file's dead-man-switch byte before the token starts: the test cannot see SQLite's locks")
 	}
 	if _, ok := s.changeToken(ctx); !ok {
@@ -53,7 +36,7 @@ func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
 	if _, err := s.Search(ctx, projA.ID, SearchOptions{Query: "zebra"}); err != nil {
 		t.Fatal(err)
 	}
-	if !locked() {
+	if !lockHeld(t, path+"-shm", 128, 1) {
 		t.Fatal("SQLite's lock on the -shm file is gone after the change token started")
 	}
 }
@@ -65,27 +48,11 @@ func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
 func TestSecondOpenKeepsSQLiteLocks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	a := openPath(t, path)
-	locked := func() bool {
-		t.Helper()
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		const ofdGetLK = 36
-		// SQLite's shared lock on the database file: 510 bytes from 2
-		// past its lock byte at 1 GiB.
-		lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: 0x40000002, Len: 510}
-		if err := syscall.FcntlFlock(f.Fd(), ofdGetLK, &lk); err != nil {
-			t.Fatal(err)
-		}
-		return lk.Type != syscall.F_UNLCK
-	}
 	var n int
 	if err := a.db.QueryRowContext(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if !locked() {
+	if !lockHeld(t, path, 0x40000002, 510) {
 		t.Fatal("no shared lock on the database file: the test cannot see SQLite's locks")
 	}
 	b, err := Open(ctx, path, nil)
@@ -93,7 +60,29 @@ func TestSecondOpenKeepsSQLiteLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	if !locked() {
+	if !lockHeld(t, path, 0x40000002, 510) {
 		t.Fatal("the first Store's lock on the database file is gone after a second Open")
 	}
+}
+
+// lockHeld reports whether this process holds a POSIX lock on n bytes of
+// file from start. Asking with an open file description's lock
+// (F_OFD_GETLK) sees the process's own POSIX locks as conflicts. The
+// descriptor stays open until the test ends: closing it would drop them.
+// SQLite holds a read lock on the -shm file's dead-man-switch byte (128)
+// and on the database file's shared range (510 bytes from 2 past its lock
+// byte at 1 GiB) while a connection is open.
+func lockHeld(t *testing.T, file string, start, n int64) bool {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	const ofdGetLK = 36
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: start, Len: n}
+	if err := syscall.FcntlFlock(f.Fd(), ofdGetLK, &lk); err != nil {
+		t.Fatal(err)
+	}
+	return lk.Type != syscall.F_UNLCK
 }
