@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -79,5 +80,31 @@ func TestSearchText(t *testing.T) {
 		if lines[i+1] != want {
 			t.Errorf("line %d: %q, want %q", i+1, lines[i+1], want)
 		}
+	}
+}
+
+// TestSearchDoesNotEchoSecretQuery: a query that holds a secret (pasted by
+// mistake) is searched, but the answer, text and structured content alike,
+// never carries it back; a plain query is echoed.
+func TestSearchDoesNotEchoSecretQuery(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "deploy-key", "body": "The deploy key lives in the vault."})
+	secret := "ghp_" + strings.Repeat("aB3dE5fG7h", 4)[:36]
+	for _, q := range []string{"deploy key " + secret, "ÜBER 中文 " + secret} {
+		res := call(t, cs, "memory_search", map[string]any{"query": q})
+		if res.IsError {
+			t.Fatalf("%q: %s", q, text(res))
+		}
+		raw, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), secret) {
+			t.Errorf("the answer to a query holding a secret carries it: %s", raw)
+		}
+	}
+	if res := call(t, cs, "memory_search", map[string]any{"query": "vault"}); !strings.Contains(text(res), `"vault"`) {
+		t.Errorf("a plain query is not echoed: %s", text(res))
 	}
 }
