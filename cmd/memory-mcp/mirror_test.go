@@ -60,3 +60,39 @@ func TestMarkdownIsCanonicalEndToEnd(t *testing.T) {
 		t.Errorf("deleting the record left its file: %v", err)
 	}
 }
+
+// TestSearchShowsHandEdit: a hit found once keeps its card, and a hand edit
+// of its file made between two searches, even one that keeps the file's
+// size, is what the next search shows, never the text before it.
+func TestSearchShowsHandEdit(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "release-train", "description": "Release train", "body": "The release train leaves on Tuesday from branch alpha."})
+	preview := func() string {
+		t.Helper()
+		out := ok(t, cs, "memory_search", map[string]any{"query": "release train"})
+		results := out["results"].([]any)
+		if len(results) != 1 {
+			t.Fatalf("%d results, want 1", len(results))
+		}
+		return results[0].(map[string]any)["preview"].(string)
+	}
+	if p := preview(); !strings.Contains(p, "Tuesday") {
+		t.Fatalf("preview before the edit: %q", p)
+	}
+	file := filepath.Join(e.root, ".prometheus", "memories", "release-train.md")
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(strings.Replace(string(before), "Tuesday", "Thurs.y", 1), "alpha", "gamma", 1)
+	if len(edited) != len(before) {
+		t.Fatal("the edit should keep the file's size")
+	}
+	if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := preview(); strings.Contains(p, "Tuesday") || strings.Contains(p, "alpha") || !strings.Contains(p, "gamma") {
+		t.Errorf("preview after the hand edit: %q", p)
+	}
+}
