@@ -96,3 +96,26 @@ func TestSearchShowsHandEdit(t *testing.T) {
 		t.Errorf("preview after the hand edit: %q", p)
 	}
 }
+
+// TestLineEndsSettleOnWrite: a body with CR CR LF and a lone CR is kept as
+// its file holds it, so that reading it back, and the syncs after, change
+// neither the record nor the file.
+func TestLineEndsSettleOnWrite(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "crlf", "description": "Line ends", "body": "one\r\r\r\ntwo\rstill two\r\nthree"})
+	want := "one\ntwo\rstill two\nthree"
+	file := filepath.Join(e.root, ".prometheus", "memories", "crlf.md")
+	first, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if got := bodyOf(t, cs, "crlf"); got != want {
+			t.Fatalf("read %d: body %q, want %q", i, got, want)
+		}
+		if now, _ := os.ReadFile(file); string(now) != string(first) {
+			t.Fatalf("read %d changed the file:\n%q\n%q", i, first, now)
+		}
+	}
+}
