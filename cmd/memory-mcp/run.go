@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"time"
 )
 
@@ -71,8 +72,16 @@ vscode, codex) in your project. To look at memory yourself, try
 Press Ctrl-C to stop.
 `)
 	}
+	if stdioProcessors != nil {
+		stdioProcessors(c.getenv)
+	}
 	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return serve(c.ctx, a, log, c.stdin, c.stdout) })
 }
+
+// stdioProcessors sets how many processors the stdio server's Go code
+// runs on. main sets it (see oneProcessor); tests that serve inside their
+// own process leave it nil, so as not to change theirs.
+var stdioProcessors func(getenv func(string) string)
 
 func runRead(c *cli, args []string) error {
 	f := newFlags(c, "read").withJSON()
@@ -145,7 +154,7 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	}()
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	stopEmbedding := a.sem.start(ctx)
-	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root)
+	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root, "processors", runtime.GOMAXPROCS(0))
 	err := serveStdio(ctx, srv, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
 	// database closes; loading the tokenizer for that takes a fraction of
