@@ -300,13 +300,12 @@ func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIn
 			if j := slices.Index(keys, project); j >= 0 {
 				kept := c
 				if len(kept.body) > previewKeep {
-					// Whole characters, copied: the card does not keep the
-					// whole body alive.
+					// Whole characters.
 					n := previewKeep
 					for n > 0 && !utf8.RuneStart(kept.body[n]) {
 						n--
 					}
-					kept.body = strings.Clone(kept.body[:n])
+					kept.body = kept.body[:n]
 				}
 				s.search.cards.keep(buckets[j], id, &kept, gen)
 			}

@@ -59,6 +59,7 @@ func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits, c
 }
 
 type bucketIndex struct {
+	id      uint64 // names its hits' cards (see cardKey)
 	part    *index.Partition
 	seq     int64 // the last change applied
 	checked int64 // the store's last change when this bucket last caught up
@@ -86,7 +87,7 @@ type bucketIndex struct {
 }
 
 func newBucket() *bucketIndex {
-	return &bucketIndex{part: index.NewPartition(), names: map[uint64]uint32{},
+	return &bucketIndex{id: bucketIDs.Add(1), part: index.NewPartition(), names: map[uint64]uint32{},
 		typeNames: []Type{Working, Episodic, Semantic, Procedural},
 		tagSets:   [][]string{nil}, tagIdx: map[string]uint32{"[]": 0}}
 }
