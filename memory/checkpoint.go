@@ -116,11 +116,14 @@ func (s *Store) checkpointLoop() {
 			continue
 		}
 		uncut = true
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if quiet && s.truncateLog(ctx) {
-			uncut = false
-			retry = checkpointIdle
-		} else {
+		s.background(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if quiet && s.truncateLog(ctx) {
+				uncut = false
+				retry = checkpointIdle
+				return
+			}
 			if quiet {
 				// Someone was in the way: try again later, less often
 				// while it stays (each try may hold writers up for
@@ -131,8 +134,7 @@ func (s *Store) checkpointLoop() {
 			// Passive: it copies what no reader still needs and never
 			// waits; what it could not copy goes with the next one.
 			s.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
-		}
-		cancel()
+		})
 	}
 }
 

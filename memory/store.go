@@ -36,6 +36,8 @@ type Store struct {
 	pg   bool   // PostgreSQL rather than SQLite (see postgres.go)
 	now  func() time.Time
 
+	blocking func(func()) // Options.Blocking; nil: none
+
 	// writing admits one write transaction of this process at a time.
 	// SQLite would serialize them anyway, but a writer that finds the
 	// lock taken sleeps in the busy handler for a millisecond or more;
@@ -66,6 +68,25 @@ type Store struct {
 type Options struct {
 	// Now is the clock; nil means time.Now. Tests inject their own.
 	Now func() time.Time
+
+	// Blocking, when set, runs the store's own background work that may
+	// wait in the database for long (checkpoints and their fsyncs, the
+	// timer's write of uses, which may wait for another process's write
+	// lock). A process whose Go code runs on one processor lends it a
+	// second one for the while: a goroutine waiting in a C call keeps its
+	// processor until the runtime takes it back, up to 20 ms later, and
+	// every call waits meanwhile. nil runs the work directly.
+	Blocking func(work func())
+}
+
+// background runs work of the store's own goroutines that may wait in the
+// database for long: see Options.Blocking.
+func (s *Store) background(work func()) {
+	if s.blocking == nil {
+		work()
+		return
+	}
+	s.blocking(work)
 }
 
 // DefaultPath is where the database lives when PROMETHEUS_MEMORY_DB_PATH is
@@ -121,7 +142,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, now: now, writing: make(chan struct{}, 1)}
+	s := &Store{db: db, path: path, now: now, writing: make(chan struct{}, 1), blocking: opts.Blocking}
 	s.search.token, s.vectors.token = s.changeToken, s.changeToken
 	if err := s.setup(ctx); err != nil {
 		db.Close()

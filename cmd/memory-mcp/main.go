@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
 	"syscall"
 )
@@ -53,15 +52,18 @@ func main() {
 // the GOMAXPROCS variable asks for more. Its one client sends a call and
 // waits for the answer, so a second processor has nothing to run in
 // parallel; what it added was the scheduler's cost of keeping it busy:
-// threads woken by futex, spinning for work and parked again on every
-// call, on the cores the client needs too. Profiles of 4,000 searches at
-// 5,000 records showed the server's kernel time nearly halved with one
-// processor, and its CPU per search 0.42 -> 0.30 ms (p50 0.62 -> 0.55 ms);
-// reads gained 0.02-0.04 ms. The HTTP server, with many clients, keeps
-// every processor.
+// every call readies a goroutine (the next reader of the input, and
+// database/sql's watcher of each query's context), and with an idle
+// processor the runtime wakes a thread to run it on the other core,
+// which the client needs too. Profiles of 4,000 searches at 5,000
+// records showed the server's kernel time nearly halved with one
+// processor, and its CPU per search 0.42 -> 0.30 ms. Work that may wait
+// in a C call or the kernel for long borrows a second one (see
+// processors). The HTTP server, with many clients, keeps every
+// processor.
 func oneProcessor(getenv func(string) string) {
 	if getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
+		procs.limit(1)
 	}
 }
 

@@ -224,7 +224,7 @@ func (srv *server) instructionsLoop(ctx context.Context) {
 	defer poll.Stop()
 	for {
 		if dirty && srv.app.weaver.Ready() {
-			srv.refreshInstructions(ctx)
+			procs.lend(func() { srv.refreshInstructions(ctx) })
 			dirty = false
 		}
 		// Look for the tokenizer only while a refresh waits for it.
@@ -351,7 +351,10 @@ func (srv *server) purgeLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := srv.app.purge(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			var n int64
+			var err error
+			procs.lend(func() { n, err = srv.app.purge(ctx) })
+			if err != nil && !errors.Is(err, context.Canceled) {
 				srv.log.Warn("purge", "err", err)
 			} else if n > 0 {
 				srv.log.Info("purged expired records", "count", n)
