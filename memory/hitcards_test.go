@@ -16,6 +16,7 @@ import (
 // record was applied is not kept, and one read after is.
 func TestHitCardsReadBeforeADropNotKept(t *testing.T) {
 	var h hitCards
+	defer h.release()
 	b, other := newBucket(), newBucket()
 	gen := h.generation()
 	h.drop(b, 7) // the record changed while its row was being read

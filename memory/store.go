@@ -75,7 +75,9 @@ type Options struct {
 	// lock). A process whose Go code runs on one processor lends it a
 	// second one for the while: a goroutine waiting in a C call keeps its
 	// processor until the runtime takes it back, up to 20 ms later, and
-	// every call waits meanwhile. nil runs the work directly.
+	// every call waits meanwhile. It must run work once, on the calling
+	// goroutine, and return when work has returned. nil runs the work
+	// directly. A PostgreSQL store has no such work and does not call it.
 	Blocking func(work func())
 }
 

@@ -21,8 +21,11 @@ type processors struct {
 
 var procs processors
 
-// limit runs the Go code on n processors.
+// limit runs the Go code on n processors, n > 0.
 func (p *processors) limit(n int) {
+	if n <= 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.base = n
@@ -53,4 +56,15 @@ func (p *processors) lend(work func()) {
 		p.mu.Unlock()
 	}()
 	work()
+}
+
+// limited returns the limit, or GOMAXPROCS where there is none: what the
+// Go code runs on outside the loans.
+func (p *processors) limited() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.base > 0 {
+		return p.base
+	}
+	return runtime.GOMAXPROCS(0)
 }
