@@ -123,3 +123,14 @@ func TestCallsGoOnWhileAWriteWaitsForTheLock(t *testing.T) {
 		t.Errorf("the write that waited was not saved: %v", got)
 	}
 }
+
+// BenchmarkLend is what lending a processor costs a piece of background
+// work: two changes of GOMAXPROCS, each stopping the world.
+func BenchmarkLend(b *testing.B) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	var p processors
+	p.limit(1)
+	for b.Loop() {
+		p.lend(func() {})
+	}
+}
