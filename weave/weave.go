@@ -115,9 +115,9 @@ var loaded atomic.Bool
 // Ready reports, without waiting, whether the encoding's load has finished.
 func (w *Weaver) Ready() bool { return loaded.Load() }
 
-// New returns a Weaver. It does not load the encoding, which takes some
-// tens of milliseconds; call Preload in the background at start-up, or the first
-// Count, Weave or Index will load it.
+// New returns a Weaver. It does not load the encoding, which takes about
+// ten milliseconds and 2 MB; call Preload in the background at start-up,
+// or the first Count, Weave or Index will load it.
 func New() *Weaver {
 	return &Weaver{load: cl100k, seed: maphash.MakeSeed(), counts: make(map[countKey]int)}
 }

@@ -21,7 +21,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -72,8 +71,8 @@ func Parse(data []byte) (*Encoding, error) {
 func parse(open func() (io.ReadCloser, error)) (*Encoding, error) {
 	n, size := 0, 0
 	err := eachLine(open, func(tok, rank []byte) error {
-		if want := strconv.Itoa(n); string(rank) != want {
-			return fmt.Errorf("line %d: rank %q, want %s", n+1, rank, want)
+		if r, ok := atoi(rank); !ok || r != n {
+			return fmt.Errorf("line %d: rank %q, want %d", n+1, rank, n)
 		}
 		m, err := decodedLen(tok)
 		if err != nil {
@@ -145,6 +144,21 @@ func eachLine(open func() (io.ReadCloser, error), f func(tok, rank []byte) error
 		}
 	}
 	return sc.Err()
+}
+
+// atoi parses a decimal rank without the string strconv would need.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }
 
 // decodedLen is the exact length of padded standard base64 once decoded.
