@@ -37,6 +37,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode"
+	"unicode/utf8"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
@@ -189,6 +190,21 @@ const (
 )
 
 func classOf(r rune) int {
+	if r < utf8.RuneSelf {
+		return int(asciiClass[r])
+	}
+	return slowClassOf(r)
+}
+
+// asciiClass holds the classes of ASCII characters, the bulk of most text.
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for r := range t {
+		t[r] = uint8(slowClassOf(rune(r)))
+	}
+	return t
+}()
+
+func slowClassOf(r rune) int {
 	switch {
 	case unicode.IsLetter(r) || unicode.IsMark(r):
 		return classLetter
