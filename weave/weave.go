@@ -2,8 +2,8 @@
 // the memory index: records and a token budget in, markdown out.
 //
 // It is pure: no database, no files, no network. Tokens are counted with
-// tiktoken's cl100k_base, whose ranks come from the offline loader compiled
-// into the binary, so nothing is ever downloaded. If that encoding cannot be
+// cl100k_base, exactly as tiktoken counts them, by weave/bpe, whose ranks
+// are compiled into the binary, so nothing is ever downloaded. If that encoding cannot be
 // loaded, counts fall back to a conservative estimate (see Weaver.Err).
 //
 // It imports memory, scope and weave/bpe of this module; weave/bpe counts
