@@ -276,3 +276,17 @@ func TestCountEveryRune(t *testing.T) {
 	}
 	flush()
 }
+
+// TestCountAllocatesNothing checks that counting a block, long runs and
+// all, allocates nothing once the encoding is loaded.
+func TestCountAllocatesNothing(t *testing.T) {
+	s := strings.Repeat("## Facts\n\nUse `make test`; it's 12345 times faster — naïve café 日本語.\n\n", 40) +
+		longRuns["letter"][:3000] + longRuns["punct"][:1000] + "\n"
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop what it is given")
+	}
+	shared.Preload()
+	if n := testing.AllocsPerRun(5, func() { shared.Count(s) }); n != 0 {
+		t.Errorf("Count allocates %v times", n)
+	}
+}
