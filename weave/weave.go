@@ -2,12 +2,12 @@
 // the memory index: records and a token budget in, markdown out.
 //
 // It is pure: no database, no files, no network. Tokens are counted with
-// tiktoken's cl100k_base, whose ranks come from the offline loader compiled
-// into the binary, so nothing is ever downloaded. If that encoding cannot be
+// cl100k_base, exactly as tiktoken counts them, by weave/bpe, whose ranks
+// are compiled into the binary, so nothing is ever downloaded. If that encoding cannot be
 // loaded, counts fall back to a conservative estimate (see Weaver.Err).
 //
-// It imports memory and scope of this module, and tiktoken-go with its
-// offline loader.
+// It imports memory, scope and weave/bpe of this module; weave/bpe counts
+// cl100k_base tokens with the ranks of tiktoken-go-loader.
 //
 // # Choices
 //
@@ -37,12 +37,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode"
-
-	"github.com/pkoukk/tiktoken-go"
-	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
+	"unicode/utf8"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/weave/bpe"
 )
 
 // DefaultMaxTokens is the budget used when Options.MaxTokens is not positive.
@@ -81,7 +80,7 @@ const maxCached = 100_000
 // once per version however often it is woven. It is safe for concurrent use.
 // Make one with New; the zero Weaver is not ready for use.
 type Weaver struct {
-	load func() (*tiktoken.Tiktoken, error) // swapped in tests to simulate a failed load
+	load func() (*bpe.Encoding, error) // swapped in tests to simulate a failed load
 	seed maphash.Seed
 
 	mu     sync.Mutex
@@ -99,22 +98,16 @@ type countKey struct {
 	n   int
 }
 
-// cl100k loads the encoding once per process. It is package-wide because
-// tiktoken's loader is itself global state: two Weavers loading at once
-// would race on SetBpeLoader.
-var cl100k = sync.OnceValues(func() (enc *tiktoken.Tiktoken, err error) {
+// cl100k loads the encoding once per process, however many Weavers there
+// are: its ranks take about 2 MB, which every Weaver shares.
+var cl100k = sync.OnceValues(func() (enc *bpe.Encoding, err error) {
 	defer loaded.Store(true)
 	defer func() {
 		if r := recover(); r != nil {
 			enc, err = nil, fmt.Errorf("load cl100k_base: %v", r)
 		}
 	}()
-	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
-	enc, err = tiktoken.GetEncoding(tiktoken.MODEL_CL100K_BASE)
-	if err != nil {
-		return nil, fmt.Errorf("load cl100k_base: %w", err)
-	}
-	return enc, nil
+	return bpe.CL100K()
 })
 
 // loaded is set once the encoding's load has finished, well or not.
@@ -123,9 +116,9 @@ var loaded atomic.Bool
 // Ready reports, without waiting, whether the encoding's load has finished.
 func (w *Weaver) Ready() bool { return loaded.Load() }
 
-// New returns a Weaver. It does not load the encoding, which takes a good
-// part of a second; call Preload in the background at start-up, or the first
-// Count, Weave or Index will load it.
+// New returns a Weaver. It does not load the encoding, which takes about
+// ten milliseconds and 2 MB; call Preload in the background at start-up,
+// or the first Count, Weave or Index will load it.
 func New() *Weaver {
 	return &Weaver{load: cl100k, seed: maphash.MakeSeed(), counts: make(map[countKey]int)}
 }
@@ -148,10 +141,9 @@ func (w *Weaver) Err() error {
 // tokens such as <|endoftext|> as plain text, as a model reading the block
 // would see them.
 //
-// tiktoken-go merges byte pairs in time quadratic in the length of one
-// pre-token, and its pre-tokenizer backtracks over long runs of white
-// space, so 64 KiB of one letter, one CJK paragraph or one run of blanks
-// would take seconds. Count therefore cuts every run of one character class
+// The byte-pair merge takes time quadratic in the length of one
+// pre-token, so 64 KiB of one letter or one CJK paragraph would take
+// seconds. Count therefore cuts every run of one character class
 // (letters, white space, other symbols) into pieces of at most maxRun bytes
 // and encodes the text between cuts on its own. Text without such a run is
 // counted exactly; a cut only keeps a merge from happening across it, so a
@@ -176,11 +168,11 @@ func (w *Weaver) Count(s string) int {
 			continue
 		}
 		if i-chunk >= maxRun {
-			n += len(enc.EncodeOrdinary(s[start:i]))
+			n += enc.Count(s[start:i])
 			start, chunk = i, i
 		}
 	}
-	return n + len(enc.EncodeOrdinary(s[start:]))
+	return n + enc.Count(s[start:])
 }
 
 // maxRun is the longest piece of a one-class run encoded at once: long
@@ -198,6 +190,21 @@ const (
 )
 
 func classOf(r rune) int {
+	if r < utf8.RuneSelf {
+		return int(asciiClass[r])
+	}
+	return slowClassOf(r)
+}
+
+// asciiClass holds the classes of ASCII characters, the bulk of most text.
+var asciiClass = func() (t [utf8.RuneSelf]uint8) {
+	for r := range t {
+		t[r] = uint8(slowClassOf(rune(r)))
+	}
+	return t
+}()
+
+func slowClassOf(r rune) int {
 	switch {
 	case unicode.IsLetter(r) || unicode.IsMark(r):
 		return classLetter

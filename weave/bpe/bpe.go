@@ -1,0 +1,314 @@
+// Package bpe counts tokens of OpenAI's cl100k_base encoding, exactly as
+// tiktoken encodes ordinary text, without regular expressions and without
+// tables the garbage collector has to scan.
+//
+// The ranks are those compiled into the binary by tiktoken-go-loader's
+// assets, so nothing is ever downloaded. They are held in three
+// pointer-free slices: the bytes of every token end to end, the offset of
+// each token in them by rank, and an open-addressing hash table from a
+// token's bytes to its rank. The 100,256 tokens take about 2 MB of heap and
+// cost a garbage collection nothing to mark.
+//
+// It imports only the standard library and tiktoken-go-loader's assets.
+package bpe
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"math"
+	"math/bits"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/pkoukk/tiktoken-go-loader/assets"
+)
+
+// Encoding holds the ranks of a byte-pair encoding. It is immutable once
+// loaded and safe for concurrent use.
+type Encoding struct {
+	blob  []byte   // every token's bytes, in rank order
+	offs  []uint32 // token r is blob[offs[r]:offs[r+1]]
+	table []uint32 // slots: 0 when empty, else a hash tag above rank+1
+	mask  uint64   // len(table)-1
+	seed  maphash.Seed
+}
+
+// Slots keep rank+1 in their low rankBits bits and the top bits of the
+// token's hash above them, so most probes that miss are told apart without
+// comparing bytes.
+const (
+	rankBits = 17
+	rankMask = 1<<rankBits - 1
+)
+
+// CL100K parses the cl100k_base ranks embedded in the binary. Each call
+// parses them anew; callers keep the result. Its errors say what in the
+// embedded file could not be read.
+func CL100K() (*Encoding, error) {
+	const name = "cl100k_base.tiktoken"
+	open := func() (io.ReadCloser, error) { return assets.Assets.Open(name) }
+	e, err := parse(open)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", name, err)
+	}
+	return e, nil
+}
+
+// Parse reads ranks in tiktoken's format: one token per line, its bytes in
+// standard base64, a space, and its rank. Ranks must run 0, 1, 2... in line
+// order, as they do in every published encoding.
+func Parse(data []byte) (*Encoding, error) {
+	return parse(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+}
+
+// parse reads the ranks twice, first to size the slices exactly, then to
+// fill them, so loading leaves no grown-and-dropped arrays behind and never
+// holds the whole file in memory.
+func parse(open func() (io.ReadCloser, error)) (*Encoding, error) {
+	n, size := 0, 0
+	err := eachLine(open, func(tok, rank []byte) error {
+		if r, ok := atoi(rank); !ok || r != n {
+			return fmt.Errorf("line %d: rank %q, want %d", n+1, rank, n)
+		}
+		m, err := decodedLen(tok)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n+1, err)
+		}
+		n, size = n+1, size+m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 || n >= rankMask || size > math.MaxUint32 {
+		return nil, fmt.Errorf("%d tokens of %d bytes: out of range", n, size)
+	}
+	slots := 1 << bits.Len(uint(2*n)) // at most half full, so probes stay short
+	e := &Encoding{
+		blob:  make([]byte, size),
+		offs:  make([]uint32, 1, n+1),
+		table: make([]uint32, slots),
+		mask:  uint64(slots - 1),
+		seed:  maphash.MakeSeed(),
+	}
+	off := 0
+	err = eachLine(open, func(tok, _ []byte) error {
+		r := len(e.offs) - 1
+		if r >= n {
+			return fmt.Errorf("ranks changed while read")
+		}
+		m, err := base64.StdEncoding.Decode(e.blob[off:], tok)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", r+1, err)
+		}
+		off += m
+		e.offs = append(e.offs, uint32(off))
+		if _, dup := e.Rank(e.token(r)); dup {
+			return fmt.Errorf("line %d: token repeated", r+1)
+		}
+		e.insert(r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(e.offs) != n+1 {
+		return nil, fmt.Errorf("ranks changed while read")
+	}
+	return e, nil
+}
+
+// eachLine calls f with the token and rank fields of every non-empty line.
+func eachLine(open func() (io.ReadCloser, error), f func(tok, rank []byte) error) error {
+	rc, err := open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		tok, rank, ok := bytes.Cut(line, []byte{' '})
+		if !ok {
+			return fmt.Errorf("line %q: no space", line)
+		}
+		if err := f(tok, rank); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// atoi parses a decimal rank without the string strconv would need.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// decodedLen is the exact length of padded standard base64 once decoded.
+func decodedLen(b []byte) (int, error) {
+	if len(b) == 0 || len(b)%4 != 0 {
+		return 0, fmt.Errorf("token %q is not padded base64", b)
+	}
+	n := len(b) / 4 * 3
+	for i := len(b) - 1; i >= len(b)-2 && b[i] == '='; i-- {
+		n--
+	}
+	return n, nil
+}
+
+// Len returns the number of tokens.
+func (e *Encoding) Len() int { return len(e.offs) - 1 }
+
+// token returns the bytes of the token of rank r.
+func (e *Encoding) token(r int) []byte { return e.blob[e.offs[r]:e.offs[r+1]] }
+
+func (e *Encoding) insert(r int) {
+	h := maphash.Bytes(e.seed, e.token(r))
+	tag := uint32(h>>(64-(32-rankBits))) << rankBits
+	for i := h & e.mask; ; i = (i + 1) & e.mask {
+		if e.table[i] == 0 {
+			e.table[i] = tag | uint32(r+1)
+			return
+		}
+	}
+}
+
+// Rank returns the rank of the token whose bytes are b, if there is one.
+func (e *Encoding) Rank(b []byte) (int, bool) {
+	h := maphash.Bytes(e.seed, b)
+	tag := uint32(h>>(64-(32-rankBits))) << rankBits
+	for i := h & e.mask; ; i = (i + 1) & e.mask {
+		s := e.table[i]
+		if s == 0 {
+			return 0, false
+		}
+		if s&^rankMask == tag {
+			if r := int(s&rankMask) - 1; bytes.Equal(e.token(r), b) {
+				return r, true
+			}
+		}
+	}
+}
+
+// rank is Rank for a string, the form Count's pieces come in.
+func (e *Encoding) rank(p string) (uint32, bool) {
+	h := maphash.String(e.seed, p)
+	tag := uint32(h>>(64-(32-rankBits))) << rankBits
+	for i := h & e.mask; ; i = (i + 1) & e.mask {
+		s := e.table[i]
+		if s == 0 {
+			return 0, false
+		}
+		if s&^rankMask == tag {
+			if r := s&rankMask - 1; string(e.blob[e.offs[r]:e.offs[r+1]]) == p {
+				return r, true
+			}
+		}
+	}
+}
+
+// Count returns the number of tokens tiktoken's EncodeOrdinary gives s with
+// cl100k_base's pre-tokenizer: special tokens such as <|endoftext|> are
+// plain text. Invalid UTF-8 is read as tiktoken-go reads it, each byte that
+// does not start a valid sequence standing for U+FFFD.
+func (e *Encoding) Count(s string) int {
+	if !utf8.ValidString(s) {
+		s = string([]rune(s))
+	}
+	n := 0
+	for i := 0; i < len(s); {
+		j := nextPiece(s, i)
+		n += e.countPiece(s[i:j])
+		i = j
+	}
+	return n
+}
+
+// countPiece counts the tokens of one pre-token.
+func (e *Encoding) countPiece(p string) int {
+	if len(p) == 1 {
+		return 1
+	}
+	if _, ok := e.rank(p); ok {
+		return 1
+	}
+	if len(p) < stackParts {
+		var buf [stackParts]part
+		return e.merge(p, buf[:len(p)+1])
+	}
+	bp := bigParts.Get().(*[]part)
+	if cap(*bp) < len(p)+1 {
+		*bp = make([]part, len(p)+1)
+	}
+	n := e.merge(p, (*bp)[:len(p)+1])
+	bigParts.Put(bp)
+	return n
+}
+
+// part is where a part of a piece starts, and the rank of the token that
+// merging it with the next part would make (noRank if none).
+type part struct{ start, rank uint32 }
+
+const noRank = math.MaxUint32
+
+// stackParts bounds the pieces merged in a buffer on the stack; longer
+// ones, rare outside long runs of one symbol, borrow one from bigParts.
+const stackParts = 128
+
+var bigParts = sync.Pool{New: func() any { return new([]part) }}
+
+// merge is tiktoken's byte-pair merge: it merges the adjacent pair of
+// lowest rank, the leftmost among equals, until no pair is a token, and
+// returns the number of parts left. parts has len(p)+1 elements.
+func (e *Encoding) merge(p string, parts []part) int {
+	for i := range parts {
+		parts[i] = part{uint32(i), noRank}
+	}
+	for i := 0; i+2 < len(parts); i++ {
+		parts[i].rank = e.pairRank(p, parts, i, 0)
+	}
+	for len(parts) > 1 {
+		lo, at := uint32(noRank), -1
+		for i, pt := range parts[:len(parts)-1] {
+			if pt.rank < lo {
+				lo, at = pt.rank, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		parts[at].rank = e.pairRank(p, parts, at, 1)
+		if at > 0 {
+			parts[at-1].rank = e.pairRank(p, parts, at-1, 1)
+		}
+		parts = append(parts[:at+1], parts[at+2:]...)
+	}
+	return len(parts) - 1
+}
+
+// pairRank is the rank of the bytes from part i to part i+skip+2, or noRank.
+func (e *Encoding) pairRank(p string, parts []part, i, skip int) uint32 {
+	if i+skip+2 < len(parts) {
+		if r, ok := e.rank(p[parts[i].start:parts[i+skip+2].start]); ok {
+			return r
+		}
+	}
+	return noRank
+}

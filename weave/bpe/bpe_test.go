@@ -1,0 +1,127 @@
+package bpe
+
+import (
+	"strings"
+	"testing"
+)
+
+func load(tb testing.TB) *Encoding {
+	tb.Helper()
+	e, err := CL100K()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// TestCL100K checks the embedded ranks load whole: every token is found
+// at its own rank, and known tokens have their published ranks.
+func TestCL100K(t *testing.T) {
+	e := load(t)
+	if e.Len() != 100_256 {
+		t.Fatalf("Len = %d, want 100256", e.Len())
+	}
+	for r := range e.Len() {
+		if got, ok := e.Rank(e.token(r)); !ok || got != r {
+			t.Fatalf("Rank(token %d %q) = %d, %v", r, e.token(r), got, ok)
+		}
+	}
+	for tok, want := range map[string]int{"!": 0, "hello": 15339, " world": 1917, " Conveyor": 100255} {
+		if got, ok := e.Rank([]byte(tok)); !ok || got != want {
+			t.Errorf("Rank(%q) = %d, %v; want %d", tok, got, ok, want)
+		}
+	}
+	for _, tok := range []string{"", "<|endoftext|>", " hello world", strings.Repeat("x", 300)} {
+		if r, ok := e.Rank([]byte(tok)); ok {
+			t.Errorf("Rank(%q) = %d, want none", tok, r)
+		}
+	}
+}
+
+// TestCount checks counts worked out by hand from the ranks.
+func TestCount(t *testing.T) {
+	e := load(t)
+	for _, tt := range []struct {
+		in   string
+		want int
+	}{
+		{"", 0},
+		{"hello world", 2},
+		{"<|endoftext|>", 7},
+		{"I'm", 2},
+		{"  x", 2},    // "  x" is " " + " x"
+		{"\n\n\n", 1}, // one token
+		{"1234567", 3},
+	} {
+		if got := e.Count(tt.in); got != tt.want {
+			t.Errorf("Count(%q) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestParseErrors feeds Parse malformed ranks.
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{
+		"",
+		"IQ==",     // no rank
+		"IQ== 1\n", // ranks must start at 0
+		"IQ== 0\nIg== 2\n",
+		"IQ== 0\nIQ== 1\n", // repeated token
+		"I!== 0\n",         // not base64
+		"IQ 0\n",           // not padded
+	} {
+		if _, err := Parse([]byte(in)); err == nil {
+			t.Errorf("Parse(%q) = nil error", in)
+		}
+	}
+	e, err := Parse([]byte("YQ== 0\nYg== 1\nYWI= 2\n\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Count("abab"); got != 2 {
+		t.Errorf("Count = %d, want 2", got)
+	}
+}
+
+// TestPieces checks where the pre-tokenizer cuts, on the cases where the
+// pattern's alternatives and backtracking decide.
+func TestPieces(t *testing.T) {
+	for in, want := range map[string]string{
+		"I'm here":         "I|'m| here",
+		"they'RE":          "they|'RE",
+		"it'Ll'lL":         "it|'Ll|'lL",
+		"'sup":             "'s|up",
+		"'r'x":             "'r|'x",
+		"a   b":            "a|  | b",
+		"a \n b":           "a| \n| b",
+		"x  ":              "x|  ",
+		"x\t1":             "x|\t|1",
+		"12345":            "123|45",
+		" !!\n\nz":         " !!\n\n|z",
+		"\u00a0word":       "\u00a0word",
+		"\n\u3000x":        "\n|\u3000x",
+		"a\u3000\u3000b":   "a|\u3000|\u3000b",
+		"e\u0301t":         "e|\u0301t",
+		"foo\r\n\r\n  bar": "foo|\r\n\r\n| | bar",
+	} {
+		var got []string
+		for i := 0; i < len(in); {
+			j := nextPiece(in, i)
+			got = append(got, in[i:j])
+			i = j
+		}
+		if g := strings.Join(got, "|"); g != want {
+			t.Errorf("pieces of %q = %q, want %q", in, g, want)
+		}
+	}
+}
+
+// TestCountAllocs checks that counting text whose pieces are short
+// allocates nothing.
+func TestCountAllocs(t *testing.T) {
+	e := load(t)
+	s := strings.Repeat("Use `make test`; it's 12345 times faster — naïve café 日本語.\n\n", 50)
+	if n := testing.AllocsPerRun(10, func() { e.Count(s) }); n != 0 {
+		t.Errorf("Count allocates %v times", n)
+	}
+}
