@@ -1,6 +1,7 @@
 package weave
 
 import (
+	"fmt"
 	"io/fs"
 	"math/rand"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
@@ -35,55 +35,16 @@ func reference(tb testing.TB) *tiktoken.Tiktoken {
 	return enc
 }
 
-// referenceCount is Count as it was written on top of tiktoken-go: the
-// same cuts of long one-class runs, each piece encoded by tiktoken-go.
+// referenceCount is tiktoken-go's count of s.
 func referenceCount(tb testing.TB, s string) int {
-	enc := reference(tb)
-	n, start := 0, 0
-	cls, chunk := classNone, 0
-	for i, r := range s {
-		c := referenceClass(r)
-		if c != cls || c == classNone {
-			cls, chunk = c, i
-			continue
-		}
-		if i-chunk >= maxRun {
-			n += len(enc.EncodeOrdinary(s[start:i]))
-			start, chunk = i, i
-		}
-	}
-	return n + len(enc.EncodeOrdinary(s[start:]))
+	return len(reference(tb).EncodeOrdinary(s))
 }
 
-// referenceClass is the class of r for the cuts, as Count first had it.
-func referenceClass(r rune) int {
-	switch {
-	case unicode.IsLetter(r) || unicode.IsMark(r):
-		return classLetter
-	case unicode.IsSpace(r):
-		return classSpace
-	case unicode.IsNumber(r):
-		return classNone
-	}
-	return classSymbol
-}
-
-// sameCount fails tb unless Count and the encoding itself agree with
-// tiktoken-go on s: Count with its cuts, the encoding without them.
+// sameCount fails tb unless Count agrees with tiktoken-go on s.
 func sameCount(tb testing.TB, what, s string) {
 	tb.Helper()
 	if got, want := shared.Count(s), referenceCount(tb, s); got != want {
 		tb.Errorf("%s: Count = %d, tiktoken-go %d\n%q", what, got, want, s)
-	}
-	if len(s) > 1<<10 {
-		return // tiktoken-go's merge is slow on a long run
-	}
-	enc, err := cl100k()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if got, want := enc.Count(s), len(reference(tb).EncodeOrdinary(s)); got != want {
-		tb.Errorf("%s: uncut count = %d, tiktoken-go %d\n%q", what, got, want, s)
 	}
 }
 
@@ -226,16 +187,18 @@ func TestCountInvalidUTF8(t *testing.T) {
 	}
 }
 
-// TestCountLongRunsAsBefore checks that long one-class runs are cut
-// exactly as before, so their counts stay what they were.
-func TestCountLongRunsAsBefore(t *testing.T) {
+// TestCountLongRunsExact checks long one-class runs, which an earlier
+// Count cut into pieces and undercounted, and the inputs where the cuts
+// showed it: Count equals the encoding on all of them.
+func TestCountLongRunsExact(t *testing.T) {
 	for name, run := range longRuns {
-		for _, n := range []int{maxRun - 1, maxRun, maxRun + 1, 3*maxRun + 7, 2000} {
-			s := "Before the run: " + string([]rune(run)[:n]) + " and after it.\n"
-			if got, want := shared.Count(s), referenceCount(t, s); got != want {
-				t.Errorf("%s of %d: Count = %d, before %d", name, n, got, want)
-			}
+		for _, n := range []int{255, 256, 257, 775, 2000} {
+			sameCount(t, fmt.Sprintf("%s of %d", name, n), "Before the run: "+string([]rune(run)[:n])+" and after it.\n")
 		}
+	}
+	for _, s := range []string{strings.Repeat("\n", 258), "x" + strings.Repeat("ab", 129), "x" + strings.Repeat("ab", 1000),
+		"Note: " + strings.Repeat("❤\ufe0f", 300) + "\n", strings.Repeat("!\u0301", 300)} {
+		sameCount(t, "run", s)
 	}
 }
 

@@ -54,9 +54,9 @@ func exact(t testing.TB, s string) int {
 	return len(reference(t).EncodeOrdinary(s))
 }
 
-// TestCountCutsOnlyLongRuns checks that Count is exact on text without a
-// long run of one class, and never under the real count on text with one.
-func TestCountCutsOnlyLongRuns(t *testing.T) {
+// TestCountExactOnLongRuns checks that Count is exact on text with and
+// without long runs of one class.
+func TestCountExactOnLongRuns(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
 	for i := range 200 {
 		s := randBody(r)
@@ -65,10 +65,10 @@ func TestCountCutsOnlyLongRuns(t *testing.T) {
 		}
 	}
 	for name, run := range longRuns {
-		for _, n := range []int{maxRun - 1, maxRun, maxRun + 1, 3*maxRun + 7, 2000} {
+		for _, n := range []int{255, 256, 257, 775, 2000} {
 			s := "Before the run: " + string([]rune(run)[:n]) + " and after it.\n"
-			if got, want := shared.Count(s), exact(t, s); got < want {
-				t.Errorf("%s of %d: Count = %d, under the real %d", name, n, got, want)
+			if got, want := shared.Count(s), exact(t, s); got != want {
+				t.Errorf("%s of %d: Count = %d, exact %d", name, n, got, want)
 			}
 		}
 	}
@@ -92,8 +92,25 @@ func TestWeaveLongRunsKeepTheCap(t *testing.T) {
 		for _, budget := range []int{40, 300, 1500, 5000} {
 			b := shared.Weave(recs, Options{MaxTokens: budget})
 			check(t, shared, b, budget, eligible)
-			if b.Tokens < exact(t, b.Markdown) {
-				t.Errorf("case %d, budget %d: Tokens %d under the real count %d", i, budget, b.Tokens, exact(t, b.Markdown))
+			if b.Tokens != exact(t, b.Markdown) {
+				t.Errorf("case %d, budget %d: Tokens %d, the real count %d", i, budget, b.Tokens, exact(t, b.Markdown))
+			}
+		}
+	}
+}
+
+// TestWeaveRunsNeverOverBudget weaves a record whose body only an exact
+// count keeps under the budget: counted in cut pieces it came out 7 tokens
+// short, and the block went 7 over its budget by the real encoding.
+func TestWeaveRunsNeverOverBudget(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for _, body := range []string{"x" + strings.Repeat("ab", 1000), strings.Repeat("\n", 600) + "end", "x" + strings.Repeat("ab", 300)} {
+		recs := randRecords(r, 1)
+		recs[0].Type, recs[0].Body = "semantic", body
+		for budget := 40; budget <= 1100; budget += 7 {
+			b := shared.Weave(recs, Options{MaxTokens: budget})
+			if real := exact(t, b.Markdown); real > budget || b.Tokens != real {
+				t.Fatalf("budget %d: block of %d tokens by the encoding, %d reported", budget, real, b.Tokens)
 			}
 		}
 	}

@@ -36,8 +36,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unicode"
-	"unicode/utf8"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
@@ -139,18 +137,12 @@ func (w *Weaver) Err() error {
 
 // Count returns the number of cl100k_base tokens in s, treating special
 // tokens such as <|endoftext|> as plain text, as a model reading the block
-// would see them.
-//
-// The byte-pair merge takes time quadratic in the length of one
-// pre-token, so 64 KiB of one letter or one CJK paragraph would take
-// seconds. Count therefore cuts every run of one character class
-// (letters, white space, other symbols) into pieces of at most maxRun bytes
-// and encodes the text between cuts on its own. Text without such a run is
-// counted exactly; a cut only keeps a merge from happening across it, so a
-// long run counts at least its true number of tokens, and a budget met by
-// Count is met by the real encoding too. Runs never cross a part boundary
-// of a block (a newline, then a non-space), so counts still add up across
-// parts.
+// would see them. It is exact on any input: the byte-pair merge of a long
+// pre-token (64 KiB of one letter, a CJK paragraph, a line of dashes) runs
+// on a heap, in time n log n, so nothing is cut short. An earlier Count cut
+// such runs into pieces to bound tiktoken-go's quadratic merge, and counted
+// up to a token fewer per cut than the encoding (258 newlines: 9 against
+// 10), so a block could pass its budget.
 func (w *Weaver) Count(s string) int {
 	if s == "" {
 		return 0
@@ -159,61 +151,7 @@ func (w *Weaver) Count(s string) int {
 	if err != nil {
 		return (len(s) + 1) / 2
 	}
-	n, start := 0, 0
-	cls, chunk := classNone, 0 // the current run's class, where its piece began
-	for i, r := range s {
-		c := classOf(r)
-		if c != cls || c == classNone {
-			cls, chunk = c, i
-			continue
-		}
-		if i-chunk >= maxRun {
-			n += enc.Count(s[start:i])
-			start, chunk = i, i
-		}
-	}
-	return n + enc.Count(s[start:])
-}
-
-// maxRun is the longest piece of a one-class run encoded at once: long
-// enough that ordinary words, numbers and indentation are never cut, short
-// enough that the quadratic merge stays cheap.
-const maxRun = 256
-
-// Character classes of runs Count cuts; digits are classNone, as the
-// pre-tokenizer already splits them every three.
-const (
-	classNone = iota
-	classLetter
-	classSpace
-	classSymbol
-)
-
-func classOf(r rune) int {
-	if r < utf8.RuneSelf {
-		return int(asciiClass[r])
-	}
-	return slowClassOf(r)
-}
-
-// asciiClass holds the classes of ASCII characters, the bulk of most text.
-var asciiClass = func() (t [utf8.RuneSelf]uint8) {
-	for r := range t {
-		t[r] = uint8(slowClassOf(rune(r)))
-	}
-	return t
-}()
-
-func slowClassOf(r rune) int {
-	switch {
-	case unicode.IsLetter(r) || unicode.IsMark(r):
-		return classLetter
-	case unicode.IsSpace(r):
-		return classSpace
-	case unicode.IsNumber(r):
-		return classNone
-	}
-	return classSymbol
+	return enc.Count(s)
 }
 
 // cached counts s through the cache.

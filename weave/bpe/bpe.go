@@ -253,12 +253,9 @@ func (e *Encoding) countPiece(p string) int {
 		var buf [stackParts]part
 		return e.merge(p, buf[:len(p)+1])
 	}
-	bp := bigParts.Get().(*[]part)
-	if cap(*bp) < len(p)+1 {
-		*bp = make([]part, len(p)+1)
-	}
-	n := e.merge(p, (*bp)[:len(p)+1])
-	bigParts.Put(bp)
+	h := bigMerges.Get().(*heapMerge)
+	n := h.count(e, p)
+	bigMerges.Put(h)
 	return n
 }
 
@@ -268,11 +265,12 @@ type part struct{ start, rank uint32 }
 
 const noRank = math.MaxUint32
 
-// stackParts bounds the pieces merged in a buffer on the stack; longer
-// ones, rare outside long runs of one symbol, borrow one from bigParts.
+// stackParts bounds the pieces merged by merge in a buffer on the stack;
+// longer ones, rare outside long runs of one class, go to a heapMerge
+// from bigMerges, whose time grows as n log n where merge's grows as n².
 const stackParts = 128
 
-var bigParts = sync.Pool{New: func() any { return new([]part) }}
+var bigMerges = sync.Pool{New: func() any { return new(heapMerge) }}
 
 // merge is tiktoken's byte-pair merge: it merges the adjacent pair of
 // lowest rank, the leftmost among equals, until no pair is a token, and
@@ -311,4 +309,117 @@ func (e *Encoding) pairRank(p string, parts []part, i, skip int) uint32 {
 		}
 	}
 	return noRank
+}
+
+// heapMerge is merge for long pieces: the same merges in the same order
+// (the pair of lowest rank, the leftmost among equals), found with a heap
+// of pairs instead of a scan of all parts per merge. Parts are a list
+// linked through next and prev, each named by the byte it starts at; a
+// pair in the heap that a merge has since changed is dropped when it comes
+// up, known by the end of its right part no longer being where it was.
+type heapMerge struct {
+	next, prev []uint32 // by a part's start: the next and previous part's
+	alive      []bool
+	heap       []pair
+}
+
+// pair is a mergeable pair in the heap: its token's rank and its left
+// part's start, as one key ordering by rank and then position, and where
+// its right part ends.
+type pair struct {
+	key uint64 // rank<<32 | left
+	end uint32
+}
+
+// none is no part: past either end.
+const none = math.MaxUint32
+
+func (h *heapMerge) count(e *Encoding, p string) int {
+	n := len(p)
+	if cap(h.next) < n {
+		h.next, h.prev, h.alive = make([]uint32, n), make([]uint32, n), make([]bool, n)
+	}
+	next, prev, alive := h.next[:n], h.prev[:n], h.alive[:n]
+	h.heap = h.heap[:0]
+	for i := range n {
+		next[i], prev[i], alive[i] = uint32(i+1), uint32(i-1), true
+	}
+	next[n-1], prev[0] = none, none
+	// end is where the part at i ends.
+	end := func(i uint32) uint32 {
+		if next[i] == none {
+			return uint32(n)
+		}
+		return next[i]
+	}
+	push := func(left uint32) {
+		if left == none || next[left] == none {
+			return
+		}
+		stop := end(next[left])
+		if r, ok := e.rank(p[left:stop]); ok {
+			h.push(pair{uint64(r)<<32 | uint64(left), stop})
+		}
+	}
+	for i := 0; i+1 < n; i++ {
+		push(uint32(i))
+	}
+	parts := n
+	for len(h.heap) > 0 {
+		top := h.pop()
+		left := uint32(top.key)
+		if !alive[left] || next[left] == none || end(next[left]) != top.end {
+			continue // changed since it was pushed
+		}
+		right := next[left]
+		alive[right] = false
+		next[left] = next[right]
+		if next[right] != none {
+			prev[next[right]] = left
+		}
+		parts--
+		push(prev[left])
+		push(left)
+	}
+	return parts
+}
+
+func (h *heapMerge) push(x pair) {
+	h.heap = append(h.heap, x)
+	i := len(h.heap) - 1
+	for i > 0 {
+		up := (i - 1) / 2
+		if h.heap[up].key <= x.key {
+			break
+		}
+		h.heap[i] = h.heap[up]
+		i = up
+	}
+	h.heap[i] = x
+}
+
+func (h *heapMerge) pop() pair {
+	top := h.heap[0]
+	last := h.heap[len(h.heap)-1]
+	h.heap = h.heap[:len(h.heap)-1]
+	if len(h.heap) == 0 {
+		return top
+	}
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= len(h.heap) {
+			break
+		}
+		if c+1 < len(h.heap) && h.heap[c+1].key < h.heap[c].key {
+			c++
+		}
+		if last.key <= h.heap[c].key {
+			break
+		}
+		h.heap[i] = h.heap[c]
+		i = c
+	}
+	h.heap[i] = last
+	return top
 }

@@ -1,6 +1,7 @@
 package bpe
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -123,5 +124,40 @@ func TestCountAllocs(t *testing.T) {
 	s := strings.Repeat("Use `make test`; it's 12345 times faster — naïve café 日本語.\n\n", 50)
 	if n := testing.AllocsPerRun(10, func() { e.Count(s) }); n != 0 {
 		t.Errorf("Count allocates %v times", n)
+	}
+}
+
+// TestHeapMergeAsScan: the heap's merge of a long piece makes the same
+// number of tokens as the scan tiktoken's merge is, on pieces of every
+// length from 2 to 3,000 bytes drawn from small alphabets (many pairs of
+// equal rank), text, runs of one character and repeated patterns.
+func TestHeapMergeAsScan(t *testing.T) {
+	e := load(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabets := []string{"ab", "abc", "etaoin shrdlu", "=-", "-", " ", "\n", "\t ", "0123456789", "xyz", "日本語のテキスト", "aé", "AbCdE", "!?.,;:", "😀👍🏽", "ab=-_", "qwertyuiopasdfghjklzxcvbnm"}
+	var h heapMerge
+	check := func(p string) {
+		t.Helper()
+		if len(p) < 2 {
+			return
+		}
+		scan := make([]part, len(p)+1)
+		if got, want := h.count(e, p), e.merge(p, scan); got != want {
+			t.Fatalf("heap merge %d tokens, scan %d, of %q", got, want, p)
+		}
+	}
+	for n := 2; n <= 3000; n += 1 + n/16 {
+		for _, a := range alphabets {
+			runes := []rune(a)
+			var b strings.Builder
+			for b.Len() < n {
+				b.WriteRune(runes[rng.IntN(len(runes))])
+			}
+			check(b.String())
+			check(strings.Repeat(a, n/len(a)+1)[:n])
+		}
+	}
+	for _, s := range []string{"x" + strings.Repeat("ab", 1000), strings.Repeat("\n", 258), strings.Repeat("❤\ufe0f", 500), strings.Repeat("a", 3000)} {
+		check(s)
 	}
 }
