@@ -75,13 +75,7 @@ func TestStdioServerProcessors(t *testing.T) {
 		if tc.env != "" {
 			e.extra = append(e.extra, tc.env)
 		}
-		cmd := e.command()
-		var log lockedBuffer
-		cmd.Stderr = &log
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-		if err != nil {
-			t.Fatalf("connect: %v\n%s", err, log.String())
-		}
+		cs, log := connectLogged(t, e)
 		errs := make(chan error, 16)
 		for i := range 16 {
 			go func() {
