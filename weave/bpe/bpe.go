@@ -181,7 +181,7 @@ func (e *Encoding) token(r int) []byte { return e.blob[e.offs[r]:e.offs[r+1]] }
 
 func (e *Encoding) insert(r int) {
 	h := maphash.Bytes(e.seed, e.token(r))
-	tag := uint32(h>>(64-(32-rankBits))) << rankBits
+	tag := hashTag(h)
 	for i := h & e.mask; ; i = (i + 1) & e.mask {
 		if e.table[i] == 0 {
 			e.table[i] = tag | uint32(r+1)
@@ -190,34 +190,30 @@ func (e *Encoding) insert(r int) {
 	}
 }
 
+// hashTag is the part of a token's hash its slot keeps above its rank.
+func hashTag(h uint64) uint32 { return uint32(h>>(64-(32-rankBits))) << rankBits }
+
 // Rank returns the rank of the token whose bytes are b, if there is one.
 func (e *Encoding) Rank(b []byte) (int, bool) {
-	h := maphash.Bytes(e.seed, b)
-	tag := uint32(h>>(64-(32-rankBits))) << rankBits
-	for i := h & e.mask; ; i = (i + 1) & e.mask {
-		s := e.table[i]
-		if s == 0 {
-			return 0, false
-		}
-		if s&^rankMask == tag {
-			if r := int(s&rankMask) - 1; bytes.Equal(e.token(r), b) {
-				return r, true
-			}
-		}
-	}
+	r, ok := lookup(e, b, maphash.Bytes(e.seed, b))
+	return int(r), ok
 }
 
 // rank is Rank for a string, the form Count's pieces come in.
 func (e *Encoding) rank(p string) (uint32, bool) {
-	h := maphash.String(e.seed, p)
-	tag := uint32(h>>(64-(32-rankBits))) << rankBits
+	return lookup(e, p, maphash.String(e.seed, p))
+}
+
+// lookup finds the rank of the token key, whose hash is h.
+func lookup[T string | []byte](e *Encoding, key T, h uint64) (uint32, bool) {
+	tag := hashTag(h)
 	for i := h & e.mask; ; i = (i + 1) & e.mask {
 		s := e.table[i]
 		if s == 0 {
 			return 0, false
 		}
 		if s&^rankMask == tag {
-			if r := s&rankMask - 1; string(e.blob[e.offs[r]:e.offs[r+1]]) == p {
+			if r := s&rankMask - 1; string(e.blob[e.offs[r]:e.offs[r+1]]) == string(key) {
 				return r, true
 			}
 		}
