@@ -169,3 +169,39 @@ func TestHitsWhileAnotherStoreWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchWhileClosing: searches running while their store closes, and
+// searches after it, get answers or errors, never another record's text
+// and never a read of the cards' released room.
+func TestSearchWhileClosing(t *testing.T) {
+	s := openPath(t, filepath.Join(t.TempDir(), "memory.db"))
+	for i := range 40 {
+		put(t, s, projA, Write{Scope: scope.Project, Type: Semantic, Key: fmt.Sprintf("heron-%d", i), Body: fmt.Sprintf("The heron %d waits by the reeds.", i)})
+	}
+	if _, err := s.Search(context.Background(), projA.ID, SearchOptions{Query: "heron reeds", Limit: 40}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				hits, err := s.Search(context.Background(), projA.ID, SearchOptions{Query: "heron reeds", Limit: 40})
+				if err != nil {
+					return
+				}
+				for _, h := range hits {
+					var n int
+					if _, err := fmt.Sscanf(h.Record.Key, "heron-%d", &n); err != nil || !strings.Contains(h.Preview, fmt.Sprintf("heron %d ", n)) {
+						t.Errorf("hit %s shows %q", h.Record.Key, h.Preview)
+						return
+					}
+				}
+			}
+		})
+	}
+	s.Close()
+	wg.Wait()
+	if _, err := s.Search(context.Background(), projA.ID, SearchOptions{Query: "heron"}); err == nil {
+		t.Error("a search of a closed store succeeded")
+	}
+}

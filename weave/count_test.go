@@ -271,3 +271,33 @@ func TestCountAllocatesNothing(t *testing.T) {
 		t.Errorf("Count allocates %v times", n)
 	}
 }
+
+// TestCountConcurrent counts short and long pieces (the stack's scratch
+// and the pool's heap merge) from several goroutines at once: each count
+// is what it is alone.
+func TestCountConcurrent(t *testing.T) {
+	texts := []string{
+		"Use `make test`; it's faster — naïve café 日本語.\n",
+		"x" + strings.Repeat("ab", 700),
+		strings.Repeat("\n", 600) + "end",
+		strings.Repeat("❤\ufe0f", 200),
+		longRuns["cjk"][:3000],
+	}
+	want := make([]int, len(texts))
+	for i, s := range texts {
+		want[i] = shared.Count(s)
+	}
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for k := range 60 {
+				i := (g + k) % len(texts)
+				if got := shared.Count(texts[i]); got != want[i] {
+					t.Errorf("text %d: %d at once, %d alone", i, got, want[i])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
