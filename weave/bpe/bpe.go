@@ -1,40 +1,39 @@
 // Package bpe counts tokens of OpenAI's cl100k_base encoding, exactly as
 // tiktoken encodes ordinary text, without regular expressions and without
-// tables the garbage collector has to scan.
+// tables the garbage collector has to scan or a load has to build.
 //
-// The ranks are those compiled into the binary by tiktoken-go-loader's
-// assets, so nothing is ever downloaded. They are held in three
-// pointer-free slices: the bytes of every token end to end, the offset of
-// each token in them by rank, and an open-addressing hash table from a
-// token's bytes to its rank. The 100,256 tokens take about 2 MB of heap and
-// cost a garbage collection nothing to mark.
+// The ranks ship in the binary as one table (cl100k_base.bpe, written by
+// this package's tests from tiktoken-go-loader's cl100k_base.tiktoken), so
+// nothing is ever downloaded and nothing is parsed at run time: the bytes
+// of every token end to end, the offset of each token in them by rank, and
+// an open-addressing hash table from a token's bytes to its rank, all
+// little-endian and read in place from the binary's read-only data. Loading
+// costs a few checks of its header; the 100,256 tokens take about 2.1 MB
+// of the binary, shared by every process running it, and no heap.
 //
-// It imports only the standard library and tiktoken-go-loader's assets.
+// It imports only the standard library.
 package bpe
 
 import (
-	"bufio"
 	"bytes"
+	_ "embed"
 	"encoding/base64"
+	"errors"
 	"fmt"
-	"hash/maphash"
-	"io"
 	"math"
 	"math/bits"
 	"sync"
 	"unicode/utf8"
-
-	"github.com/pkoukk/tiktoken-go-loader/assets"
 )
 
 // Encoding holds the ranks of a byte-pair encoding. It is immutable once
 // loaded and safe for concurrent use.
 type Encoding struct {
-	blob  []byte   // every token's bytes, in rank order
-	offs  []uint32 // token r is blob[offs[r]:offs[r+1]]
-	table []uint32 // slots: 0 when empty, else a hash tag above rank+1
-	mask  uint64   // len(table)-1
-	seed  maphash.Seed
+	raw   string // the whole table, as written by marshal
+	blob  string // every token's bytes, in rank order
+	offs  string // n+1 uint32s: token r is blob[off(r):off(r+1)]
+	table string // slots uint32s: 0 when empty, else a hash tag above rank+1
+	mask  uint64 // slots-1
 }
 
 // Slots keep rank+1 in their low rankBits bits and the top bits of the
@@ -45,105 +44,142 @@ const (
 	rankMask = 1<<rankBits - 1
 )
 
-// CL100K parses the cl100k_base ranks embedded in the binary. Each call
-// parses them anew; callers keep the result. Its errors say what in the
-// embedded file could not be read.
+// A table is a header of four uint32s, magic then the number of tokens n,
+// of slots and of bytes of tokens, then the n+1 offsets, the slots and the
+// bytes. Every uint32 is little-endian.
+const (
+	magic      = "bpe1"
+	headerSize = 16
+)
+
+//go:embed cl100k_base.bpe
+var cl100kTable string
+
+// CL100K returns the cl100k_base ranks compiled into the binary. Its error
+// says what in the embedded table is malformed, which only a damaged build
+// could make it.
 func CL100K() (*Encoding, error) {
-	const name = "cl100k_base.tiktoken"
-	open := func() (io.ReadCloser, error) { return assets.Assets.Open(name) }
-	e, err := parse(open)
+	e, err := unmarshal(cl100kTable)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", name, err)
+		return nil, fmt.Errorf("load cl100k_base.bpe: %w", err)
 	}
 	return e, nil
+}
+
+// unmarshal checks the header of a table and the sizes it gives, and
+// returns the encoding that reads it in place.
+func unmarshal(raw string) (*Encoding, error) {
+	if len(raw) < headerSize || raw[:4] != magic {
+		return nil, errors.New("not a table of ranks")
+	}
+	n, slots, size := uint64(le32(raw, 1)), uint64(le32(raw, 2)), uint64(le32(raw, 3))
+	if n == 0 || n >= rankMask || slots < 2*n || slots&(slots-1) != 0 {
+		return nil, fmt.Errorf("%d tokens in %d slots: out of range", n, slots)
+	}
+	offsEnd := headerSize + 4*(n+1)
+	tableEnd := offsEnd + 4*slots
+	if uint64(len(raw)) != tableEnd+size {
+		return nil, fmt.Errorf("%d bytes, want %d", len(raw), tableEnd+size)
+	}
+	e := &Encoding{
+		raw:   raw,
+		offs:  raw[headerSize:offsEnd],
+		table: raw[offsEnd:tableEnd],
+		blob:  raw[tableEnd:],
+		mask:  slots - 1,
+	}
+	if e.off(0) != 0 || uint64(e.off(int(n))) != size {
+		return nil, errors.New("offsets do not span the tokens")
+	}
+	return e, nil
+}
+
+// marshal builds the table of the tokens given by rank: tokens[r] has
+// rank r. It is deterministic: the same tokens make the same bytes.
+func marshal(tokens [][]byte) (string, error) {
+	n, size := len(tokens), 0
+	for _, t := range tokens {
+		size += len(t)
+	}
+	if n == 0 || n >= rankMask || size > math.MaxUint32 {
+		return "", fmt.Errorf("%d tokens of %d bytes: out of range", n, size)
+	}
+	slots := 1 << bits.Len(uint(2*n)) // at most half full, so probes stay short
+	b := make([]byte, 0, headerSize+4*(n+1)+4*slots+size)
+	b = append(b, magic...)
+	b = appendLE32(b, uint32(n), uint32(slots), uint32(size))
+	off := 0
+	b = appendLE32(b, 0)
+	for _, t := range tokens {
+		off += len(t)
+		b = appendLE32(b, uint32(off))
+	}
+	table := make([]uint32, slots)
+	mask := uint64(slots - 1)
+	for r, t := range tokens {
+		h := hashOf(t)
+		tag := hashTag(h)
+		for i := h & mask; ; i = (i + 1) & mask {
+			s := table[i]
+			if s == 0 {
+				table[i] = tag | uint32(r+1)
+				break
+			}
+			if s&^rankMask == tag && bytes.Equal(tokens[s&rankMask-1], t) {
+				return "", fmt.Errorf("line %d: token repeated", r+1)
+			}
+		}
+	}
+	b = appendLE32(b, table...)
+	for _, t := range tokens {
+		b = append(b, t...)
+	}
+	return string(b), nil
+}
+
+func appendLE32(b []byte, vs ...uint32) []byte {
+	for _, v := range vs {
+		b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+	}
+	return b
+}
+
+// le32 is the i-th little-endian uint32 of s.
+func le32(s string, i int) uint32 {
+	s = s[4*i : 4*i+4]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
 }
 
 // Parse reads ranks in tiktoken's format: one token per line, its bytes in
 // standard base64, a space, and its rank. Ranks must run 0, 1, 2... in line
 // order, as they do in every published encoding.
 func Parse(data []byte) (*Encoding, error) {
-	return parse(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-}
-
-// parse reads the ranks twice, first to size the slices exactly, then to
-// fill them, so loading leaves no grown-and-dropped arrays behind and never
-// holds the whole file in memory.
-func parse(open func() (io.ReadCloser, error)) (*Encoding, error) {
-	n, size := 0, 0
-	err := eachLine(open, func(tok, rank []byte) error {
-		if r, ok := atoi(rank); !ok || r != n {
-			return fmt.Errorf("line %d: rank %q, want %d", n+1, rank, n)
-		}
-		m, err := decodedLen(tok)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n+1, err)
-		}
-		n, size = n+1, size+m
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 || n >= rankMask || size > math.MaxUint32 {
-		return nil, fmt.Errorf("%d tokens of %d bytes: out of range", n, size)
-	}
-	slots := 1 << bits.Len(uint(2*n)) // at most half full, so probes stay short
-	e := &Encoding{
-		blob:  make([]byte, size),
-		offs:  make([]uint32, 1, n+1),
-		table: make([]uint32, slots),
-		mask:  uint64(slots - 1),
-		seed:  maphash.MakeSeed(),
-	}
-	off := 0
-	err = eachLine(open, func(tok, _ []byte) error {
-		r := len(e.offs) - 1
-		if r >= n {
-			return fmt.Errorf("ranks changed while read")
-		}
-		m, err := base64.StdEncoding.Decode(e.blob[off:], tok)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", r+1, err)
-		}
-		off += m
-		e.offs = append(e.offs, uint32(off))
-		if _, dup := e.Rank(e.token(r)); dup {
-			return fmt.Errorf("line %d: token repeated", r+1)
-		}
-		e.insert(r)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(e.offs) != n+1 {
-		return nil, fmt.Errorf("ranks changed while read")
-	}
-	return e, nil
-}
-
-// eachLine calls f with the token and rank fields of every non-empty line.
-func eachLine(open func() (io.ReadCloser, error), f func(tok, rank []byte) error) error {
-	rc, err := open()
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	sc := bufio.NewScanner(rc)
-	for sc.Scan() {
-		line := sc.Bytes()
+	var tokens [][]byte
+	for n, line := range bytes.Split(data, []byte{'\n'}) {
 		if len(line) == 0 {
 			continue
 		}
 		tok, rank, ok := bytes.Cut(line, []byte{' '})
 		if !ok {
-			return fmt.Errorf("line %q: no space", line)
+			return nil, fmt.Errorf("line %d: no space", n+1)
 		}
-		if err := f(tok, rank); err != nil {
-			return err
+		if r, ok := atoi(rank); !ok || r != len(tokens) {
+			return nil, fmt.Errorf("line %d: rank %q, want %d", n+1, rank, len(tokens))
 		}
+		if len(tok)%4 != 0 {
+			return nil, fmt.Errorf("line %d: token %q is not padded base64", n+1, tok)
+		}
+		t, err := base64.StdEncoding.AppendDecode(nil, tok)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n+1, err)
+		}
+		tokens = append(tokens, t)
 	}
-	return sc.Err()
+	raw, err := marshal(tokens)
+	if err != nil {
+		return nil, err
+	}
+	return unmarshal(raw)
 }
 
 // atoi parses a decimal rank without the string strconv would need.
@@ -161,33 +197,39 @@ func atoi(b []byte) (int, bool) {
 	return n, true
 }
 
-// decodedLen is the exact length of padded standard base64 once decoded.
-func decodedLen(b []byte) (int, error) {
-	if len(b) == 0 || len(b)%4 != 0 {
-		return 0, fmt.Errorf("token %q is not padded base64", b)
-	}
-	n := len(b) / 4 * 3
-	for i := len(b) - 1; i >= len(b)-2 && b[i] == '='; i-- {
-		n--
-	}
-	return n, nil
-}
-
 // Len returns the number of tokens.
-func (e *Encoding) Len() int { return len(e.offs) - 1 }
+func (e *Encoding) Len() int { return len(e.offs)/4 - 1 }
+
+// off is where the token of rank r starts in blob.
+func (e *Encoding) off(r int) uint32 { return le32(e.offs, r) }
 
 // token returns the bytes of the token of rank r.
-func (e *Encoding) token(r int) []byte { return e.blob[e.offs[r]:e.offs[r+1]] }
+func (e *Encoding) token(r int) string { return e.blob[e.off(r):e.off(r+1)] }
 
-func (e *Encoding) insert(r int) {
-	h := maphash.Bytes(e.seed, e.token(r))
-	tag := hashTag(h)
-	for i := h & e.mask; ; i = (i + 1) & e.mask {
-		if e.table[i] == 0 {
-			e.table[i] = tag | uint32(r+1)
-			return
-		}
+// hashOf is the hash of a token's bytes the table is built with; it must
+// never change without the table being written again (the tests check
+// the embedded table against one built afresh). A table built from fixed
+// tokens cannot be flooded: whatever is looked up, a probe ends at the
+// first empty slot, and the longest run of full ones is a property of the
+// table alone.
+func hashOf[T string | []byte](s T) uint64 {
+	h := uint64(len(s)) * 0x9e3779b97f4a7c15
+	for len(s) >= 8 {
+		w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+			uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+		h = bits.RotateLeft64((h^w)*0xbf58476d1ce4e5b9, 31)
+		s = s[8:]
 	}
+	var w uint64
+	for i := len(s) - 1; i >= 0; i-- {
+		w = w<<8 | uint64(s[i])
+	}
+	h ^= w
+	// splitmix64's finalizer: every bit of the input reaches the low bits
+	// that pick the slot and the high bits of the tag.
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	return h ^ h>>31
 }
 
 // hashTag is the part of a token's hash its slot keeps above its rank.
@@ -195,25 +237,26 @@ func hashTag(h uint64) uint32 { return uint32(h>>(64-(32-rankBits))) << rankBits
 
 // Rank returns the rank of the token whose bytes are b, if there is one.
 func (e *Encoding) Rank(b []byte) (int, bool) {
-	r, ok := lookup(e, b, maphash.Bytes(e.seed, b))
+	r, ok := lookup(e, b)
 	return int(r), ok
 }
 
 // rank is Rank for a string, the form Count's pieces come in.
 func (e *Encoding) rank(p string) (uint32, bool) {
-	return lookup(e, p, maphash.String(e.seed, p))
+	return lookup(e, p)
 }
 
-// lookup finds the rank of the token key, whose hash is h.
-func lookup[T string | []byte](e *Encoding, key T, h uint64) (uint32, bool) {
+// lookup finds the rank of the token key.
+func lookup[T string | []byte](e *Encoding, key T) (uint32, bool) {
+	h := hashOf(key)
 	tag := hashTag(h)
 	for i := h & e.mask; ; i = (i + 1) & e.mask {
-		s := e.table[i]
+		s := le32(e.table, int(i))
 		if s == 0 {
 			return 0, false
 		}
 		if s&^rankMask == tag {
-			if r := s&rankMask - 1; string(e.blob[e.offs[r]:e.offs[r+1]]) == string(key) {
+			if r := s&rankMask - 1; e.token(int(r)) == string(key) {
 				return r, true
 			}
 		}

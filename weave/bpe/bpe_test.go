@@ -1,10 +1,79 @@
 package bpe
 
 import (
+	"flag"
+	"io/fs"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/pkoukk/tiktoken-go-loader/assets"
 )
+
+var update = flag.Bool("update", false, "write cl100k_base.bpe again from tiktoken-go-loader's cl100k_base.tiktoken")
+
+// TestEmbeddedTable checks that the table compiled into the binary is the
+// one built afresh from tiktoken-go-loader's cl100k_base.tiktoken, the
+// ranks tiktoken-go counts with; with -update it writes it.
+func TestEmbeddedTable(t *testing.T) {
+	data, err := fs.ReadFile(assets.Assets, "cl100k_base.tiktoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("cl100k_base.bpe", []byte(e.raw), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if e.raw != cl100kTable {
+		t.Fatalf("cl100k_base.bpe (%d bytes) is not the table built from cl100k_base.tiktoken (%d bytes): write it again with go test ./weave/bpe -run TestEmbeddedTable -update", len(cl100kTable), len(e.raw))
+	}
+	// A lookup ends at the first empty slot: the longest run of full ones
+	// bounds every lookup, whatever is looked up.
+	run, longest := 0, 0
+	for i := range 2 * len(e.table) / 4 { // twice round, for the run that wraps
+		if le32(e.table, i%(len(e.table)/4)) == 0 {
+			run = 0
+			continue
+		}
+		run++
+		longest = max(longest, run)
+	}
+	if longest > 64 {
+		t.Errorf("longest run of full slots %d: probes are long", longest)
+	}
+	t.Logf("%d tokens, %d slots, longest run of full slots %d, %d bytes", e.Len(), len(e.table)/4, longest, len(e.raw))
+}
+
+// TestUnmarshalErrors feeds unmarshal damaged tables: each is refused,
+// none panics.
+func TestUnmarshalErrors(t *testing.T) {
+	good := load(t).raw
+	bad := map[string]string{
+		"empty":     "",
+		"magic":     "bpe0" + good[4:],
+		"short":     good[:len(good)-1],
+		"long":      good + "x",
+		"header":    good[:headerSize-1],
+		"no tokens": magic + string(appendLE32(nil, 0, 2, 0)),
+		"slots":     magic + string(appendLE32(nil, 2, 3, 0)) + good[headerSize:],
+	}
+	// Offsets that do not end at the size of the tokens.
+	offs := []byte(good)
+	offs[headerSize+4*100_256]++
+	bad["offsets"] = string(offs)
+	for name, raw := range bad {
+		if _, err := unmarshal(raw); err == nil {
+			t.Errorf("%s: unmarshal = nil error", name)
+		}
+	}
+}
 
 func load(tb testing.TB) *Encoding {
 	tb.Helper()
@@ -23,7 +92,7 @@ func TestCL100K(t *testing.T) {
 		t.Fatalf("Len = %d, want 100256", e.Len())
 	}
 	for r := range e.Len() {
-		if got, ok := e.Rank(e.token(r)); !ok || got != r {
+		if got, ok := e.Rank([]byte(e.token(r))); !ok || got != r {
 			t.Fatalf("Rank(token %d %q) = %d, %v", r, e.token(r), got, ok)
 		}
 	}
