@@ -156,8 +156,8 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root, "processors", procs.limited())
 	err := serveStdio(ctx, srv, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
-	// database closes; loading the tokenizer for that takes a fraction of
-	// a second, more on a loaded machine. Clients wait 5 s for an exit.
+	// database closes; weaving them reads the project's records, which
+	// takes longer on a loaded machine. Clients wait 5 s for an exit.
 	cancel()
 	stopEmbedding()
 	select {
