@@ -1,10 +1,12 @@
 package bpe
 
 import (
+	"encoding/base64"
 	"flag"
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,6 +51,63 @@ func TestEmbeddedTable(t *testing.T) {
 		t.Errorf("longest run of full slots %d: probes are long", longest)
 	}
 	t.Logf("%d tokens, %d slots, longest run of full slots %d, %d bytes", e.Len(), len(e.table)/4, longest, len(e.raw))
+}
+
+// TestRankAgainstAMap looks up every token and many strings that are not
+// tokens in the embedded table and in a Go map built straight from
+// tiktoken-go-loader's file: the table neither misses a token nor finds
+// one that is not there.
+func TestRankAgainstAMap(t *testing.T) {
+	data, err := fs.ReadFile(assets.Assets, "cl100k_base.tiktoken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		tok, rank, _ := strings.Cut(line, " ")
+		b, err := base64.StdEncoding.DecodeString(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := strconv.Atoi(rank)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[string(b)] = r
+	}
+	e := load(t)
+	check := func(s string) {
+		t.Helper()
+		w, inMap := want[s]
+		got, ok := e.Rank([]byte(s))
+		if ok != inMap || got != w && ok {
+			t.Fatalf("Rank(%q) = %d, %v; the file says %d, %v", s, got, ok, w, inMap)
+		}
+		if r, ok2 := e.rank(s); ok2 != ok || int(r) != got {
+			t.Fatalf("rank(%q) = %d, %v; Rank says %d, %v", s, r, ok2, got, ok)
+		}
+	}
+	for tok := range want {
+		check(tok)
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ  .,'\n\t0123456789éü漢"
+	n := 200_000
+	if testing.Short() {
+		n = 20_000
+	}
+	buf := make([]byte, 0, 24)
+	for range n {
+		buf = buf[:0]
+		for range 1 + rng.IntN(12) {
+			if rng.IntN(8) == 0 {
+				buf = append(buf, byte(rng.IntN(256)))
+			} else {
+				buf = append(buf, letters[rng.IntN(len(letters))])
+			}
+		}
+		check(string(buf))
+	}
 }
 
 // TestUnmarshalErrors feeds unmarshal damaged tables: each is refused,
