@@ -147,7 +147,9 @@ func NormalizeKey(field, s string) (string, error) {
 		return "", Errorf(CodeInvalidArgument, field, "holds a control character (a newline, a tab or the like); a key is one line")
 	}
 	k := strings.ToLower(strings.TrimSpace(s))
-	k = spaces.ReplaceAllString(k, "-")
+	if strings.ContainsAny(k, " \t\n\f\r") { // the regexp costs more than the rest
+		k = spaces.ReplaceAllString(k, "-")
+	}
 	if k == "" {
 		return "", Errorf(CodeInvalidArgument, field, "is empty")
 	}
