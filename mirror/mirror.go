@@ -41,6 +41,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -86,8 +87,11 @@ type Dir struct {
 	// step in between two steps: see the calls of at.
 	hook func(at, key string)
 
+	spares spares // files made ahead for writes (see spare.go)
+
 	mu         sync.Mutex
 	log        *slog.Logger
+	blocking   func(work func())      // runs work that blocks; nil: as it is
 	problems   map[string]problemSeen // by stem: last problem reported, to log it once
 	exportedAt time.Time              // last check for records without a file
 }
@@ -134,9 +138,11 @@ func Open(root string) (*Dir, error) {
 	return d, nil
 }
 
-// Close releases the directory watch. A Dir may still be used after it;
-// syncs then scan the directory every time.
+// Close releases the directory watch and the files made ahead. A Dir may
+// still be used after it; syncs then scan the directory every time, and
+// writes make their files as they go.
 func (d *Dir) Close() error {
+	d.dropSpares(true)
 	d.syncMu.Lock()
 	defer d.syncMu.Unlock()
 	d.stopWatch()
@@ -338,7 +344,13 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		return memory.FileState{}, nil, unsynced(memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name)))
 	}
 
-	tmp, err := writeTemp(r, name, data, perm, keepPerm)
+	if before == nil {
+		if err := d.create(r, rec.Key, name, data); err != nil {
+			return memory.FileState{}, nil, err
+		}
+		return d.written(r, rec.Key, name, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
+	}
+	tmp, err := d.writeTemp(r, name, data, perm, keepPerm)
 	if err != nil {
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
@@ -406,6 +418,37 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		}
 	}
 	return d.written(r, rec.Key, name, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+}
+
+// create writes name, a new file holding data, linked in under its name
+// in one step: a file a person created there meanwhile is never replaced,
+// and create returns a conflict naming it.
+func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
+	err := errors.ErrUnsupported
+	if f := d.spareWith(data, 0, false); f != nil {
+		d.at("checked", key)
+		err = d.linkIn(r, f, ".", name)
+		f.Close()
+	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		// None made ahead, or it could not be linked: a named one.
+		var tmp string
+		if tmp, err = d.writeTemp(r, name, data, 0o644, false); err != nil {
+			return fmt.Errorf("write %s: %w", relFile(name), err)
+		}
+		d.at("checked", key)
+		err = r.Link(tmp, name)
+		r.Remove(tmp)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		// Created by hand since it was looked for: it stays.
+		_, cur, _ := d.current(r, name)
+		return d.edited("write", key, cur)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", relFile(name), err)
+	}
+	return nil
 }
 
 // written returns the state of name, just written, and undo; a file
@@ -491,7 +534,7 @@ func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime
 		}
 		return nil
 	}
-	tmp, err := writeTemp(r, name, before, perm, true)
+	tmp, err := d.writeTemp(r, name, before, perm, true)
 	if err != nil {
 		return err
 	}
@@ -618,11 +661,18 @@ func tempFor(name, suffix string) string {
 // directory and returns its path in r. A new file gets perm less the
 // umask; with keepPerm it gets exactly perm, the mode of the file it
 // replaces.
-func writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, error) {
+func (d *Dir) writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, error) {
 	if err := makeTempSub(r); err != nil {
 		return "", err
 	}
 	tmp := tempFor(name, tempSuffix)
+	if f := d.spareWith(data, perm, keepPerm); f != nil {
+		err := d.linkIn(r, f, tempSub, path.Base(tmp))
+		f.Close()
+		if err == nil {
+			return tmp, nil
+		}
+	}
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return "", err

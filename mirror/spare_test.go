@@ -1,0 +1,263 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+)
+
+// spared waits until d holds files made ahead, and returns how many; it
+// skips the test where the system cannot make them.
+func spared(t *testing.T, d *Dir) int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		d.spares.mu.Lock()
+		n, making, off := len(d.spares.files), d.spares.making, d.spares.off
+		d.spares.mu.Unlock()
+		if off {
+			t.Skip("files cannot be made ahead here")
+		}
+		if n > 0 && !making {
+			return n
+		}
+	}
+	t.Fatal("no file was made ahead")
+	return 0
+}
+
+// tempEntries lists the temporary directory, its .gitignore left out.
+func tempEntries(t *testing.T, w *ws) []string {
+	t.Helper()
+	entries, err := os.ReadDir(w.path(tempSub))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() != ".gitignore" {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+func umask() fs.FileMode {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return fs.FileMode(m)
+}
+
+// TestWritesUseFilesMadeAhead: once the first write has made the
+// directory, files are made ahead; new files and new versions of old ones
+// take them, hold exactly what a write gives, with the mode a new file
+// gets (or the one the old file had), and leave nothing in the temporary
+// directory.
+func TestWritesUseFilesMadeAhead(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	w := newWS(t)
+	w.put(memory.Semantic, "first", "", "The first.")
+	n := spared(t, w.dir)
+	if n > sparesMade {
+		t.Errorf("%d files made ahead, want at most %d", n, sparesMade)
+	}
+	rec := w.put(memory.Semantic, "second", "A second fact", "Made ahead.")
+	if got := len(w.dir.spares.files); got >= n {
+		t.Errorf("files made ahead after a write: %d, want fewer than %d", got, n)
+	}
+	if got, want := string(w.read("second.md")), string(Encode(rec)); got != want {
+		t.Errorf("second.md = %q, want %q", got, want)
+	}
+	fi, err := os.Stat(w.path("second.md"))
+	if err != nil || fi.Mode().Perm() != 0o644&^umask() {
+		t.Errorf("second.md: %v, %v; want mode %v", fi.Mode(), err, 0o644&^umask())
+	}
+
+	// A new version keeps the old file's mode.
+	if err := os.Chmod(w.path("second.md"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spared(t, w.dir)
+	if _, err := w.update("second", "A new version."); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Decode("second", w.read("second.md")); err != nil || got.Body != "A new version." {
+		t.Errorf("second.md = %q, %v", got.Body, err)
+	}
+	if fi, err := os.Stat(w.path("second.md")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("second.md after an update: %v, %v; want 0600", fi.Mode(), err)
+	}
+	if got := tempEntries(t, w); len(got) > 0 {
+		t.Errorf("left in the temporary directory: %v", got)
+	}
+	if rep := w.sync(); len(rep.Imported)+len(rep.Problems)+len(rep.Deleted) > 0 {
+		t.Errorf("sync after the writes: %+v", rep)
+	}
+
+	// Many writes in a row, more than are made in one go.
+	for i := range 3 * sparesMade {
+		w.put(memory.Semantic, fmt.Sprintf("fact-%d", i), "", fmt.Sprintf("Fact %d.", i))
+	}
+	for i := range 3 * sparesMade {
+		if got, err := Decode(fmt.Sprintf("fact-%d", i), w.read(fmt.Sprintf("fact-%d.md", i))); err != nil || got.Body != fmt.Sprintf("Fact %d.", i) {
+			t.Errorf("fact-%d.md = %q, %v", i, got.Body, err)
+		}
+	}
+	if got := tempEntries(t, w); len(got) > 0 {
+		t.Errorf("left in the temporary directory: %v", got)
+	}
+}
+
+// TestFileCreatedByHandAsAToolCreatesIt: a person creates the file of a
+// new key between the server's look for it and its write. The person's
+// file stays, the call is a conflict, and the next sync imports it; with
+// files made ahead and without.
+func TestFileCreatedByHandAsAToolCreatesIt(t *testing.T) {
+	mine := "---\ntype: semantic\ndescription: \"Mine\"\n---\n\nWritten by hand.\n"
+	for _, ahead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("made ahead %v", ahead), func(t *testing.T) {
+			w := newWS(t)
+			w.put(memory.Semantic, "other", "", "Another fact.")
+			if ahead {
+				spared(t, w.dir)
+			} else {
+				w.dir.dropSpares(true)
+			}
+			w.dir.hook = func(at, key string) {
+				if at == "checked" && key == "fact" {
+					w.dir.hook = nil
+					w.write("fact.md", mine)
+				}
+			}
+			_, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "fact", Body: "From a tool."})
+			if !errors.Is(err, memory.ErrConflict) {
+				t.Errorf("write: %v, want a conflict", err)
+			}
+			if got := string(w.read("fact.md")); got != mine {
+				t.Errorf("fact.md = %q, want the person's", got)
+			}
+			if got := tempEntries(t, w); len(got) > 0 {
+				t.Errorf("left in the temporary directory: %v", got)
+			}
+			w.sync()
+			if r, err := w.peek("fact"); err != nil || r.Body != "Written by hand." {
+				t.Errorf("fact after a sync = %q, %v", r.Body, err)
+			}
+		})
+	}
+}
+
+// TestFilesMadeAheadOutliveTheDirectory: the memories directory removed
+// and made again (a checkout, a person) after files were made ahead for
+// it: the next writes land in the new one.
+func TestFilesMadeAheadOutliveTheDirectory(t *testing.T) {
+	w := newWS(t)
+	w.put(memory.Semantic, "first", "", "The first.")
+	spared(t, w.dir)
+	if err := os.RemoveAll(w.dir.Path()); err != nil {
+		t.Fatal(err)
+	}
+	w.sync() // the removal is imported
+	if err := os.MkdirAll(w.dir.Path(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.put(memory.Semantic, "second", "", "The second.")
+	if got, err := Decode("second", w.read("second.md")); err != nil || got.Body != "The second." {
+		t.Errorf("second.md = %q, %v", got.Body, err)
+	}
+}
+
+// TestFileMadeAheadOnAnotherFileSystem: a file made ahead that cannot be
+// linked into the directory (made on another file system, as when the
+// directory became a mount) costs nothing but itself: the write makes
+// its own file, and the rest made ahead are dropped.
+func TestFileMadeAheadOnAnotherFileSystem(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	w := newWS(t)
+	w.put(memory.Semantic, "first", "", "The first.")
+	spared(t, w.dir)
+	other, err := os.Open("/dev/shm")
+	if err != nil {
+		t.Skip("no /dev/shm:", err)
+	}
+	defer other.Close()
+	var st1, st2 syscall.Statfs_t
+	if syscall.Statfs("/dev/shm", &st1) != nil || syscall.Statfs(w.dir.Path(), &st2) != nil || st1.Fsid == st2.Fsid {
+		t.Skip("/dev/shm is not another file system here")
+	}
+	f, err := makeSpare(other)
+	if err != nil {
+		t.Skip("cannot make a file ahead in /dev/shm:", err)
+	}
+	w.dir.spares.mu.Lock()
+	w.dir.spares.files = append(w.dir.spares.files, f)
+	w.dir.spares.mu.Unlock()
+	w.put(memory.Semantic, "second", "", "The second.")
+	if got, err := Decode("second", w.read("second.md")); err != nil || got.Body != "The second." {
+		t.Errorf("second.md = %q, %v", got.Body, err)
+	}
+	if got := tempEntries(t, w); len(got) > 0 {
+		t.Errorf("left in the temporary directory: %v", got)
+	}
+	if f.Fd() != ^uintptr(0) {
+		t.Error("the file made on another file system is still open")
+	}
+}
+
+// TestCloseReleasesFilesMadeAhead: Close closes every file made ahead and
+// makes no more; writes after it still work.
+func TestCloseReleasesFilesMadeAhead(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	w := newWS(t)
+	before := openFiles(t)
+	w.put(memory.Semantic, "first", "", "The first.")
+	n := spared(t, w.dir)
+	if got := openFiles(t); got < before+n {
+		t.Errorf("%d files open with files made ahead, %d before", got, before)
+	}
+	w.dir.Close()
+	w.put(memory.Semantic, "second", "", "The second.")
+	time.Sleep(10 * time.Millisecond) // a refill, if one were started
+	w.dir.spares.mu.Lock()
+	n = len(w.dir.spares.files)
+	w.dir.spares.mu.Unlock()
+	if n > 0 {
+		t.Errorf("%d files made ahead after Close", n)
+	}
+	if got := openFiles(t); got > before+1 { // the store's own may vary by one
+		t.Errorf("%d files open after Close, %d before", got, before)
+	}
+	if _, err := os.Stat(w.path("second.md")); err != nil {
+		t.Error(err)
+	}
+}
+
+func openFiles(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd:", err)
+	}
+	n := 0
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.Contains(target, "(deleted)") {
+			n++
+		}
+	}
+	return n
+}
