@@ -99,6 +99,39 @@ func BenchmarkPutMirrored(b *testing.B) {
 	}
 }
 
+// BenchmarkPutNewFile is a tool's write of a new project fact: the
+// transaction and a new file, linked in from a file made ahead
+// ("made ahead") or written under a temporary name first ("named").
+// Making files ahead runs in the background and is not timed here; the
+// writes wait for it between iterations, as a client's pause does.
+func BenchmarkPutNewFile(b *testing.B) {
+	for _, ahead := range []bool{true, false} {
+		name := "named"
+		if ahead {
+			name = "made ahead"
+		}
+		b.Run(name, func(b *testing.B) {
+			w := newWS(b)
+			w.put(memory.Semantic, "first", "", "The first.")
+			if !ahead {
+				w.dir.dropSpares(true)
+			}
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				for ahead && !w.dir.spareReady() {
+					time.Sleep(50 * time.Microsecond)
+				}
+				i++
+				b.StartTimer()
+				if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: fmt.Sprintf("fact-%d", i), Body: fmt.Sprintf("Write %d.", i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkSyncAfterWrite is the sync of the call after a write of a fact:
 // by this process ("own"), its file's event and state row to check; or by
 // another process on the same workspace ("other").

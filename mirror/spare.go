@@ -128,6 +128,15 @@ func (d *Dir) refill() {
 	}
 }
 
+// spareReady reports whether a file made ahead is there for the next
+// write, or none will be.
+func (d *Dir) spareReady() bool {
+	s := &d.spares
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.files) > 0 || s.off || s.closed
+}
+
 // dropSpares closes the files made ahead; with closing, no more are made.
 func (d *Dir) dropSpares(closing bool) {
 	s := &d.spares
