@@ -37,3 +37,30 @@ func exchange(r *os.Root, tmp, name string) (bool, error) {
 	}
 	return true, nil
 }
+
+// renameNoReplace renames tmp (in the temporary directory) to name (in the
+// memories directory) unless name exists, where the file system can tell;
+// elsewhere it renames.
+func renameNoReplace(r *os.Root, tmp, name string) error {
+	if strings.Contains(name, "/") || path.Dir(tmp) != tempSub {
+		return r.Rename(tmp, name)
+	}
+	td, err := r.Open(tempSub)
+	if err != nil {
+		return err
+	}
+	defer td.Close()
+	rd, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	err = unix.Renameat2(int(td.Fd()), path.Base(tmp), int(rd.Fd()), name, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+		return r.Rename(tmp, name)
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: tmp, New: name, Err: err}
+	}
+	return nil
+}

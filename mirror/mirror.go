@@ -317,6 +317,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	}
 	r, err := d.openRoot(true)
 	if err != nil {
+		d.dropSpares(false) // they may be all that holds its file system
 		return memory.FileState{}, nil, err
 	}
 	defer r.Close()
@@ -425,7 +426,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 // and create returns a conflict naming it.
 func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
 	err := errors.ErrUnsupported
-	if f := d.spareWith(data, 0, false); f != nil {
+	if f := d.spareWith(r, data, 0, false); f != nil {
 		d.at("checked", key)
 		err = d.linkIn(r, f, ".", name)
 		f.Close()
@@ -437,7 +438,12 @@ func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
 			return fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		d.at("checked", key)
-		err = r.Link(tmp, name)
+		if err = r.Link(tmp, name); err != nil && !errors.Is(err, fs.ErrExist) {
+			// A file system without hard links, if a rename works.
+			if err = renameNoReplace(r, tmp, name); err == nil {
+				d.noLinks()
+			}
+		}
 		r.Remove(tmp)
 	}
 	if errors.Is(err, fs.ErrExist) {
@@ -666,7 +672,7 @@ func (d *Dir) writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, 
 		return "", err
 	}
 	tmp := tempFor(name, tempSuffix)
-	if f := d.spareWith(data, perm, keepPerm); f != nil {
+	if f := d.spareWith(r, data, perm, keepPerm); f != nil {
 		err := d.linkIn(r, f, tempSub, path.Base(tmp))
 		f.Close()
 		if err == nil {

@@ -2,8 +2,10 @@ package mirror
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,8 +17,8 @@ func canMakeSpares() bool {
 	return err == nil
 }
 
-// makeSpare makes an unnamed file in dir's file system, mode 0644 less the
-// umask, open for writing.
+// makeSpare makes an unnamed file in dir, mode 0644 less the umask, open
+// for writing.
 func makeSpare(dir *os.File) (*os.File, error) {
 	fd, err := unix.Openat(int(dir.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
 	if err != nil {
@@ -25,13 +27,12 @@ func makeSpare(dir *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "(made ahead)"), nil
 }
 
-// sparesWork reports whether makeSpare's err says only that this one
-// could not be made now (no space, no inode, too many files open), not
-// that the system cannot make them at all.
-func sparesWork(err error) bool {
-	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, unix.EMFILE) ||
-		errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EINTR) ||
-		errors.Is(err, unix.ENOENT)
+// cannotMakeSpares reports whether makeSpare's err says that the system
+// or the file system cannot make them at all, not that this one could
+// not be made now (no space, no inode, a directory made read-only).
+func cannotMakeSpares(err error) bool {
+	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) ||
+		errors.Is(err, unix.ENOSYS) || errors.Is(err, errors.ErrUnsupported)
 }
 
 // linkSpare names f, made by makeSpare, name in dir. It never replaces a
@@ -42,4 +43,20 @@ func linkSpare(f, dir *os.File, name string) error {
 		return &os.LinkError{Op: "link", Old: "(made ahead)", New: name, Err: err}
 	}
 	return nil
+}
+
+// dirID is what decides the owner, group and mode of a file made in a
+// directory, and which directory it is.
+type dirID struct {
+	dev, ino uint64
+	uid, gid uint32
+	mode     fs.FileMode
+}
+
+func dirIdentity(fi fs.FileInfo) dirID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return dirID{}
+	}
+	return dirID{dev: uint64(st.Dev), ino: st.Ino, uid: st.Uid, gid: st.Gid, mode: fi.Mode()}
 }

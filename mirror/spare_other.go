@@ -4,6 +4,7 @@ package mirror
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 )
 
@@ -13,6 +14,10 @@ func canMakeSpares() bool { return false }
 
 func makeSpare(dir *os.File) (*os.File, error) { return nil, errors.ErrUnsupported }
 
-func sparesWork(err error) bool { return false }
+func cannotMakeSpares(err error) bool { return true }
 
 func linkSpare(f, dir *os.File, name string) error { return errors.ErrUnsupported }
+
+type dirID struct{}
+
+func dirIdentity(fi fs.FileInfo) dirID { return dirID{} }
