@@ -34,18 +34,7 @@ import (
 // under dir (files made ahead show as dir/#<inode> (deleted)).
 func fdsUnder(t *testing.T, dir string) int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skip("no /proc/self/fd:", err)
-	}
-	n := 0
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err == nil && strings.HasPrefix(target, dir+"/") {
-			n++
-		}
-	}
-	return n
+	return fdsWhere(t, func(target string) bool { return strings.HasPrefix(target, dir+"/") })
 }
 
 // refillDone waits until no refill is under way.
@@ -399,13 +388,7 @@ func TestAttackNameTakenBySymlinkOrDirectory(t *testing.T) {
 	} {
 		for _, ahead := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s made ahead %v", tc.name, ahead), func(t *testing.T) {
-				w := newWS(t)
-				w.put(memory.Semantic, "other", "", "Another.")
-				if ahead {
-					spared(t, w.dir)
-				} else {
-					w.dir.dropSpares(true)
-				}
+				w := wsMadeAhead(t, ahead)
 				w.dir.hook = func(at, key string) {
 					if at == "checked" && key == "fact" {
 						w.dir.hook = nil

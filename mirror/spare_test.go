@@ -35,6 +35,20 @@ func spared(t *testing.T, d *Dir) int {
 	return 0
 }
 
+// wsMadeAhead is a workspace holding one fact, with files made ahead for
+// the next write, or with none ever.
+func wsMadeAhead(t *testing.T, ahead bool) *ws {
+	t.Helper()
+	w := newWS(t)
+	w.put(memory.Semantic, "other", "", "Another fact.")
+	if ahead {
+		spared(t, w.dir)
+	} else {
+		w.dir.dropSpares(true)
+	}
+	return w
+}
+
 // tempEntries lists the temporary directory, its .gitignore left out.
 func tempEntries(t *testing.T, w *ws) []string {
 	t.Helper()
@@ -127,13 +141,7 @@ func TestFileCreatedByHandAsAToolCreatesIt(t *testing.T) {
 	mine := "---\ntype: semantic\ndescription: \"Mine\"\n---\n\nWritten by hand.\n"
 	for _, ahead := range []bool{false, true} {
 		t.Run(fmt.Sprintf("made ahead %v", ahead), func(t *testing.T) {
-			w := newWS(t)
-			w.put(memory.Semantic, "other", "", "Another fact.")
-			if ahead {
-				spared(t, w.dir)
-			} else {
-				w.dir.dropSpares(true)
-			}
+			w := wsMadeAhead(t, ahead)
 			w.dir.hook = func(at, key string) {
 				if at == "checked" && key == "fact" {
 					w.dir.hook = nil
@@ -247,7 +255,16 @@ func TestCloseReleasesFilesMadeAhead(t *testing.T) {
 	}
 }
 
+// openFiles counts this process's open files that have no name left (files
+// made ahead among them).
 func openFiles(t *testing.T) int {
+	t.Helper()
+	return fdsWhere(t, func(target string) bool { return strings.Contains(target, "(deleted)") })
+}
+
+// fdsWhere counts this process's open file descriptors whose target
+// matches.
+func fdsWhere(t *testing.T, match func(target string) bool) int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
@@ -255,7 +272,7 @@ func openFiles(t *testing.T) int {
 	}
 	n := 0
 	for _, e := range entries {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.Contains(target, "(deleted)") {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && match(target) {
 			n++
 		}
 	}
