@@ -57,11 +57,16 @@ func (s *spares) idleFor() time.Duration {
 	return sparesIdle
 }
 
-// SetBlocking sets how Dir runs work that blocks in the kernel for a
-// while, in its own goroutine: making files ahead. The default runs it as
-// it is; the server lends it a processor of its own (see the memory
-// package's Options.Blocking).
-func (d *Dir) SetBlocking(run func(work func())) {
+// MakeFilesAhead has d make the files its writes need ahead of time,
+// running the work in its own goroutine through run (nil: as it is; the
+// server lends it a processor of its own, see the memory package's
+// Options.Blocking). It is for a process that writes for a while, a
+// server: a command that writes once and exits would make files it never
+// uses. Without it, writes make named temporary files.
+func (d *Dir) MakeFilesAhead(run func(work func())) {
+	if run == nil {
+		run = func(work func()) { work() }
+	}
 	d.mu.Lock()
 	d.blocking = run
 	d.mu.Unlock()
@@ -76,7 +81,7 @@ func (d *Dir) spareWith(r *os.Root, data []byte, perm fs.FileMode, keepPerm bool
 	run := d.blocking
 	d.mu.Unlock()
 	if run == nil {
-		run = func(work func()) { work() }
+		return nil // not asked to make them
 	}
 	var now dirID
 	if fi, err := r.Lstat(tempSub); err == nil && fi.IsDir() {

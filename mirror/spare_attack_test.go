@@ -177,7 +177,7 @@ func TestAttackCloseWhileARefillWaits(t *testing.T) {
 	w := newWS(t)
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
-	w.dir.SetBlocking(func(work func()) {
+	w.dir.MakeFilesAhead(func(work func()) {
 		wg.Add(1)
 		defer wg.Done()
 		<-gate
@@ -271,6 +271,7 @@ func TestAttackDroppedDirReleasesFilesMadeAhead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		d.MakeFilesAhead(nil)
 		p := memory.Project{ID: scope.IdentityOf(root), Mirror: d}
 		if _, _, err := st.Put(context.Background(), p, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "first", Body: "The first."}); err != nil {
 			t.Fatal(err)

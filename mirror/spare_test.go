@@ -278,3 +278,35 @@ func fdsWhere(t *testing.T, match func(target string) bool) int {
 	}
 	return n
 }
+
+// TestNoFilesMadeAheadUnlessAsked: a Dir whose process did not ask for
+// files made ahead (a command that writes once and exits) makes none.
+func TestNoFilesMadeAheadUnlessAsked(t *testing.T) {
+	w := newWS(t)
+	d, err := Open(w.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	p := memory.Project{ID: w.p, Mirror: d}
+	for i := range 3 {
+		if _, _, err := w.st.Put(w.ctx, p, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: fmt.Sprintf("fact-%d", i), Body: "Once."}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // a refill, if one were started
+	d.spares.mu.Lock()
+	n, making := len(d.spares.files), d.spares.making
+	d.spares.mu.Unlock()
+	if n > 0 || making {
+		t.Errorf("%d files made ahead (a refill under way: %v) by a Dir not asked to", n, making)
+	}
+	if got := tempEntries(t, w); len(got) > 0 {
+		t.Errorf("left in the temporary directory: %v", got)
+	}
+	for i := range 3 {
+		if got, err := Decode(fmt.Sprintf("fact-%d", i), w.read(fmt.Sprintf("fact-%d.md", i))); err != nil || got.Body != "Once." {
+			t.Errorf("fact-%d.md = %q, %v", i, got.Body, err)
+		}
+	}
+}

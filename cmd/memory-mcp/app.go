@@ -34,7 +34,6 @@ func openAppWith(ctx context.Context, cfg Config, log *slog.Logger, opts *memory
 		return nil, err
 	}
 	dir.SetLogger(log)
-	dir.SetBlocking(opts.Blocking)
 	st, err := memory.Open(ctx, cfg.DB(), opts)
 	if err != nil {
 		return nil, cfg.dbError(err)

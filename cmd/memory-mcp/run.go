@@ -143,6 +143,9 @@ func withApp(ctx context.Context, getenv func(string) string, stderr io.Writer, 
 }
 
 func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
+	if a.dir != nil {
+		a.dir.MakeFilesAhead(procs.lend)
+	}
 	srv := newServer(a, log)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
