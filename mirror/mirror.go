@@ -91,7 +91,7 @@ type Dir struct {
 
 	mu         sync.Mutex
 	log        *slog.Logger
-	blocking   func(work func())      // runs work that blocks; nil: as it is
+	blocking   func(work func())      // runs the making of files ahead; nil: none are made
 	problems   map[string]problemSeen // by stem: last problem reported, to log it once
 	exportedAt time.Time              // last check for records without a file
 }
@@ -434,7 +434,7 @@ func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		// None made ahead, or it could not be linked: a named one.
 		var tmp string
-		if tmp, err = d.writeTemp(r, name, data, 0o644, false); err != nil {
+		if tmp, err = d.writeTemp1(r, name, data, 0o644, false, false); err != nil {
 			return fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		d.at("checked", key)
@@ -668,15 +668,22 @@ func tempFor(name, suffix string) string {
 // umask; with keepPerm it gets exactly perm, the mode of the file it
 // replaces.
 func (d *Dir) writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, error) {
+	return d.writeTemp1(r, name, data, perm, keepPerm, true)
+}
+
+// writeTemp1 is writeTemp, which takes a file made ahead only with ahead.
+func (d *Dir) writeTemp1(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm, ahead bool) (string, error) {
 	if err := makeTempSub(r); err != nil {
 		return "", err
 	}
 	tmp := tempFor(name, tempSuffix)
-	if f := d.spareWith(r, data, perm, keepPerm); f != nil {
-		err := d.linkIn(r, f, tempSub, path.Base(tmp))
-		f.Close()
-		if err == nil {
-			return tmp, nil
+	if ahead {
+		if f := d.spareWith(r, data, perm, keepPerm); f != nil {
+			err := d.linkIn(r, f, tempSub, path.Base(tmp))
+			f.Close()
+			if err == nil {
+				return tmp, nil
+			}
 		}
 	}
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
