@@ -310,3 +310,46 @@ func TestNoFilesMadeAheadUnlessAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesMadeAheadHoldOnlyTheirWrite: a file made ahead carries exactly
+// its own write's bytes: bodies at the size limit and in scripts other
+// than Latin, new files and new versions, and the writes after ones
+// refused as conflicts (whose files made ahead were filled, then let go)
+// never show another write's content.
+func TestFilesMadeAheadHoldOnlyTheirWrite(t *testing.T) {
+	w := wsMadeAhead(t, true)
+	bodies := []string{
+		strings.Repeat("日本語のメモ。", memory.MaxBodyBytes/len("日本語のメモ。")),
+		"Ünïcödé — ✓ " + strings.Repeat("ж", 1000),
+		"x",
+	}
+	for i, body := range bodies {
+		key := fmt.Sprintf("big-%d", i)
+		w.dir.hook = func(at, k string) {
+			if at == "checked" && k == "taken-"+key {
+				w.dir.hook = nil
+				w.write(k+".md", "By hand.\n")
+			}
+		}
+		if err := w.putErr("taken-"+key, body+" refused"); !errors.Is(err, memory.ErrConflict) {
+			t.Fatalf("taken-%s: %v, want a conflict", key, err)
+		}
+		rec := w.put(memory.Semantic, key, "", body)
+		if got, want := string(w.read(key+".md")), string(Encode(rec)); got != want {
+			t.Errorf("%s.md: %d bytes, want the %d of its own write", key, len(got), len(want))
+		}
+		upd, err := w.update(key, strings.ToUpper(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := string(w.read(key+".md")), string(Encode(upd)); got != want {
+			t.Errorf("%s.md after an update: %d bytes, want the %d of its own write", key, len(got), len(want))
+		}
+	}
+	if rep := w.sync(); len(rep.Problems)+len(rep.Deleted) > 0 {
+		t.Errorf("sync: %+v", rep)
+	}
+	if got := tempEntries(t, w); len(got) > 0 {
+		t.Errorf("left in the temporary directory: %v", got)
+	}
+}
