@@ -425,6 +425,9 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 // in one step: a file a person created there meanwhile is never replaced,
 // and create returns a conflict naming it.
 func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
+	if err := makeTempSub(r); err != nil { // where files are made ahead
+		return fmt.Errorf("write %s: %w", relFile(name), err)
+	}
 	err := errors.ErrUnsupported
 	if f := d.spareWith(r, data, 0, false); f != nil {
 		d.at("checked", key)

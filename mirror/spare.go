@@ -144,8 +144,7 @@ func (d *Dir) idleCheck() {
 }
 
 // refill makes files ahead until there are sparesMade, in the temporary
-// directory as it is now; it makes none while the memories directory does
-// not exist.
+// directory as it is now; it makes none while there is none.
 func (d *Dir) refill() {
 	s := &d.spares
 	defer func() {
@@ -164,9 +163,9 @@ func (d *Dir) refill() {
 		return
 	}
 	defer r.Close()
-	if err := makeTempSub(r); err != nil {
-		return
-	}
+	// Writes make the temporary directory: made here, in the
+	// background, it could keep a person's rm -r of the directory from
+	// finishing.
 	dir, err := r.Open(tempSub)
 	if err != nil {
 		return

@@ -353,3 +353,22 @@ func TestFilesMadeAheadHoldOnlyTheirWrite(t *testing.T) {
 		t.Errorf("left in the temporary directory: %v", got)
 	}
 }
+
+// TestRemoveDirectoryRightAfterAWrite: a person removes the memories
+// directory (rm -r) the moment a write returns, while files are being
+// made ahead: the removal goes through, and nothing makes the directory
+// again behind their back.
+func TestRemoveDirectoryRightAfterAWrite(t *testing.T) {
+	w := wsMadeAhead(t, true)
+	for i := range 40 {
+		w.put(memory.Semantic, fmt.Sprintf("fact-%d", i), "", "Written, then removed by hand.")
+		if err := os.RemoveAll(w.dir.Path()); err != nil {
+			t.Fatalf("round %d: rm -r of the memories directory: %v", i, err)
+		}
+		refillDone(t, w.dir)
+		if _, err := os.Lstat(w.dir.Path()); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("round %d: the removed directory is back: %v", i, err)
+		}
+		w.sync() // the removal is imported
+	}
+}
