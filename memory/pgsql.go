@@ -75,26 +75,33 @@ func pgTranslate(q string) (*pgQuery, error) {
 	return t, nil
 }
 
+// translate's patterns, compiled when a PostgreSQL store first needs them:
+// a process on SQLite never does.
 var (
-	pgIndexedBy = regexp.MustCompile(`(?i)\s+INDEXED\s+BY\s+\w+`)
-	pgRowidIn   = regexp.MustCompile(`(?i)\b(\w+\.)?rowid\s+IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(([^()]*)\)\s*\)`)
-	pgLimitAll  = regexp.MustCompile(`(?i)\bLIMIT\s+-1\b`)
-	pgRefused   = regexp.MustCompile(`(?i)\b(INSERT\s+OR\s+\w+|UPDATE\s+OR\s+\w+|REPLACE\s+INTO|VACUUM|PRAGMA)\b`)
+	pgIndexedBy = lazyRegexp(`(?i)\s+INDEXED\s+BY\s+\w+`)
+	pgRowidIn   = lazyRegexp(`(?i)\b(\w+\.)?rowid\s+IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(([^()]*)\)\s*\)`)
+	pgLimitAll  = lazyRegexp(`(?i)\bLIMIT\s+-1\b`)
+	pgRefused   = lazyRegexp(`(?i)\b(INSERT\s+OR\s+\w+|UPDATE\s+OR\s+\w+|REPLACE\s+INTO|VACUUM|PRAGMA)\b`)
 	// A write: INSERT, UPDATE or DELETE, after any comments, or in a WITH.
-	pgWrite = regexp.MustCompile(`(?is)^(\s|--[^\n]*\n)*((INSERT|UPDATE|DELETE)\b|WITH\b.*\b(INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b)`)
+	pgWrite = lazyRegexp(`(?is)^(\s|--[^\n]*\n)*((INSERT|UPDATE|DELETE)\b|WITH\b.*\b(INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b)`)
 )
+
+// lazyRegexp compiles pattern the first time it is used.
+func lazyRegexp(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+}
 
 func translate(q string) (*pgQuery, error) {
 	s := q
 	if strings.TrimSpace(s) == "PRAGMA user_version" {
 		s = `SELECT coalesce(max(version), 0) FROM memory_migrations`
 	}
-	if m := pgRefused.FindString(s); m != "" {
+	if m := pgRefused().FindString(s); m != "" {
 		return nil, fmt.Errorf("%s has no PostgreSQL translation", m)
 	}
-	s = pgIndexedBy.ReplaceAllString(s, "")
-	s = pgLimitAll.ReplaceAllString(s, "LIMIT ALL")
-	s = pgRowidIn.ReplaceAllString(s, "${1}rowid = ANY (CAST(ARRAY(SELECT jsonb_array_elements_text((${2})::jsonb)) AS BIGINT[]))")
+	s = pgIndexedBy().ReplaceAllString(s, "")
+	s = pgLimitAll().ReplaceAllString(s, "LIMIT ALL")
+	s = pgRowidIn().ReplaceAllString(s, "${1}rowid = ANY (CAST(ARRAY(SELECT jsonb_array_elements_text((${2})::jsonb)) AS BIGINT[]))")
 	s, err := rewriteCalls(s)
 	if err != nil {
 		return nil, err
@@ -103,7 +110,7 @@ func translate(q string) (*pgQuery, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pgQuery{sql: out, names: names, write: pgWrite.MatchString(out)}, nil
+	return &pgQuery{sql: out, names: names, write: pgWrite().MatchString(out)}, nil
 }
 
 // rewriteCalls renames scalar max and min, rewrites json_each and LIKE,

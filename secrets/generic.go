@@ -3,7 +3,6 @@ package secrets
 import (
 	"encoding/base64"
 	"math"
-	"regexp"
 	"strings"
 )
 
@@ -287,7 +286,7 @@ func base64Secret(s string, m []int) bool {
 }
 
 // sasParam marks a URL query or connection string around a sig= value.
-var sasParam = regexp.MustCompile(`(?i)[?&;](?:sv|se|sp|sr|ss|srt|st|spr|skoid)=`)
+var sasParam = later(`(?i)[?&;](?:sv|se|sp|sr|ss|srt|st|spr|skoid)=`)
 
 // isSASSig wants sig= as a query parameter, with a value that decodes to
 // an HMAC-SHA256 (32 bytes), next to other SAS parameters.
@@ -302,7 +301,7 @@ func isSASSig(s string, m []int) bool {
 		return false
 	}
 	lo, hi := max(0, m[0]-512), min(len(s), m[1]+512)
-	return sasParam.MatchString(s[lo:hi])
+	return sasParam().MatchString(s[lo:hi])
 }
 
 // assignEnd returns where the first value after a field keyword (which ends

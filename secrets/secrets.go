@@ -145,7 +145,7 @@ func (sc *scanner) match(r *rule, i, kwEnd int) int {
 		}
 		end = min(end, e)
 	}
-	m := r.re.FindStringSubmatchIndex(s[i:end])
+	m := r.re().FindStringSubmatchIndex(s[i:end])
 	if m == nil {
 		return -1
 	}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -323,6 +325,50 @@ func TestRules(t *testing.T) {
 			t.Errorf("rule %q is incomplete", r.id)
 		}
 	}
+}
+
+// TestEveryPatternCompiles compiles each rule's pattern, which the
+// scanner otherwise does only when a keyword first needs it, and checks
+// that each is anchored: the scanner runs it at a keyword's offset.
+func TestEveryPatternCompiles(t *testing.T) {
+	for _, r := range rules {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					t.Errorf("rule %q: %v", r.id, v)
+				}
+			}()
+			re := r.re()
+			if !strings.HasPrefix(re.String(), "^") {
+				t.Errorf("rule %q: pattern %q is not anchored", r.id, re.String())
+			}
+			if re != r.re() {
+				t.Errorf("rule %q: pattern compiled twice", r.id)
+			}
+		}()
+	}
+	for _, re := range []func() *regexp.Regexp{gcpType, sasParam} {
+		if re() == nil {
+			t.Error("a check's pattern is missing")
+		}
+	}
+}
+
+// TestFirstUseFromManyGoroutines: several scans at once, each the first to
+// need the pattern of the rule they hit (-race checks the compiling).
+func TestFirstUseFromManyGoroutines(t *testing.T) {
+	var wg sync.WaitGroup
+	text := "token: gh" + "p_" + newGen().str(base62, 36)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if f, ok := Scan(text); !ok || f.Rule != "github-pat" {
+				t.Errorf("Scan = %v, %v; want github-pat", f, ok)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func TestScanNegatives(t *testing.T) {

@@ -235,9 +235,9 @@ func runStdio(ctx context.Context, cfg config, b backend, bin, tmp string, stder
 		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
 		b.env(dbPath), "PROMETHEUS_WORKSPACE_ROOT=" + root,
 	}
-	// The Go runtime's knobs and the server's CPU profile pass through, to
-	// measure their effect and to see where a call's time goes.
-	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS", "MEMORY_MCP_CPUPROFILE"} {
+	// The Go runtime's knobs and the server's profiles pass through, to
+	// measure their effect and to see where a call's time and memory go.
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS", "MEMORY_MCP_CPUPROFILE", "MEMORY_MCP_HEAPPROFILE"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}

@@ -32,8 +32,13 @@ import (
 
 // profileEnv names a file to write a CPU profile of the whole run to, for
 // finding where a call's time goes under load; it is written when the
-// command ends (for the stdio server, when its input closes).
-const profileEnv = "MEMORY_MCP_CPUPROFILE"
+// command ends (for the stdio server, when its input closes). heapEnv
+// names a file for a heap profile written then: what is live at the end
+// and, with -sample_index=alloc_space, what the whole run allocated.
+const (
+	profileEnv = "MEMORY_MCP_CPUPROFILE"
+	heapEnv    = "MEMORY_MCP_HEAPPROFILE"
+)
 
 func main() {
 	stdioProcessors = oneProcessor
@@ -42,6 +47,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	endProfile()
+	writeHeapProfile(os.Getenv(heapEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "memory-mcp:", err)
 		os.Exit(1)
@@ -88,5 +94,22 @@ func startProfile(path string) func() {
 		if err := f.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "memory-mcp: cpu profile:", err)
 		}
+	}
+}
+
+// writeHeapProfile writes a heap profile to path, if path is set.
+func writeHeapProfile(path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memory-mcp: heap profile:", err)
 	}
 }
