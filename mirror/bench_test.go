@@ -165,6 +165,29 @@ func BenchmarkSyncAfterWrite(b *testing.B) {
 // BenchmarkSyncNoDirectory is the sync before each call in a workspace
 // that has no memories directory (a project whose tools have written notes
 // only), after a note was written: there is nothing to watch there.
+// BenchmarkSyncAfterBurst is the sync of a process whose last call came
+// before another process wrote 100 facts, as with several agents writing
+// at once on a busy machine.
+func BenchmarkSyncAfterBurst(b *testing.B) {
+	w := benchWS(b, 1000)
+	writer := newWSAt(b, w.root, w.st)
+	w.sync()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		for j := range 100 {
+			key := fmt.Sprintf("fact-%05d", (i*100+j)%1000)
+			if _, _, err := writer.st.Put(writer.ctx, writer.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: key, Body: fmt.Sprintf("Burst %d.", i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if rep := w.sync(); len(rep.Imported)+len(rep.Problems) > 0 {
+			b.Fatalf("sync after a burst: %+v", rep)
+		}
+	}
+}
+
 func BenchmarkSyncNoDirectory(b *testing.B) {
 	w := newWS(b)
 	w.sync()

@@ -699,6 +699,9 @@ func (d *Dir) writeTemp1(r *os.Root, name string, data []byte, perm fs.FileMode,
 	// then Sync refuses it as malformed and the database still holds the
 	// record; two fsyncs per write would cost more than the whole write.
 	_, err = f.Write(data)
+	if err == nil {
+		stampWritten(f) // or it keeps its write's mtime (see stampFor)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

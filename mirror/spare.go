@@ -126,6 +126,7 @@ func (d *Dir) fill(f *os.File, data []byte, perm fs.FileMode, keepPerm bool) *os
 		f.Close()
 		return nil
 	}
+	stampWritten(f) // or it keeps its write's mtime (see stampFor)
 	return f
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,6 +43,26 @@ func linkSpare(f, dir *os.File, name string) error {
 	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
 	if err != nil {
 		return &os.LinkError{Op: "link", Old: "(made ahead)", New: name, Err: err}
+	}
+	return nil
+}
+
+// stampWritten sets f's mtime to the stamp of a write now (see stampFor),
+// with utimensat on the descriptor (futimens): f may have no name yet.
+func stampWritten(f *os.File) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(stampFor(time.Now()).UnixNano())}
+	var errno syscall.Errno
+	if err := c.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall6(unix.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	}); err != nil {
+		return err
+	}
+	if errno != 0 {
+		return errno
 	}
 	return nil
 }

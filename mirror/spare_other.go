@@ -14,6 +14,10 @@ func canMakeSpares() bool { return false }
 
 func makeSpare(dir *os.File) (*os.File, error) { return nil, errors.ErrUnsupported }
 
+// stampWritten leaves the mtime as the write set it (see stampFor): a sync
+// reads files written within racyWindow to be sure of them.
+func stampWritten(f *os.File) error { return errors.ErrUnsupported }
+
 func cannotMakeSpares(err error) bool { return true }
 
 func linkSpare(f, dir *os.File, name string) error { return errors.ErrUnsupported }

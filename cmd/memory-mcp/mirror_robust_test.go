@@ -49,6 +49,15 @@ func TestTwoServersAndAHumanOnOneMirror(t *testing.T) {
 		}
 		servers[i], stderrs[i] = cs, stderr
 	}
+	// What the servers said, for any failure found below (a file kept in
+	// the temporary directory is explained there).
+	defer func() {
+		if t.Failed() {
+			for i, s := range stderrs {
+				t.Logf("server %d stderr:\n%s", i, clipLog(s.String()))
+			}
+		}
+	}()
 	dir := filepath.Join(e.root, ".prometheus", "memories")
 	h := &written{acked: map[string]bool{}, failed: map[string]bool{}, hand: map[string]bool{}}
 
@@ -148,12 +157,6 @@ func TestTwoServersAndAHumanOnOneMirror(t *testing.T) {
 	for _, cs := range servers {
 		cs.Close()
 	}
-	if t.Failed() {
-		for i, s := range stderrs {
-			t.Logf("server %d stderr:\n%s", i, clipLog(s.String()))
-		}
-	}
-
 	// A fresh server settles what is on disk.
 	cs, _, err := startClient(ctx, e)
 	if err != nil {
@@ -205,8 +208,17 @@ func TestTwoServersAndAHumanOnOneMirror(t *testing.T) {
 			t.Errorf("record %s has no file", key)
 		}
 	}
-	if tmp, _ := os.ReadDir(filepath.Join(dir, ".tmp")); len(tmp) > 1 {
-		t.Errorf("temporary files left: %v", tmp)
+	// Only .gitignore, and a person's edit a server could not put back
+	// (its rename raced another edit), which it keeps there and names.
+	tmp, _ := os.ReadDir(filepath.Join(dir, ".tmp"))
+	for _, en := range tmp {
+		kept := false
+		for _, s := range stderrs {
+			kept = kept || strings.Contains(s.String(), "the edit is in the temporary directory") && strings.Contains(s.String(), en.Name())
+		}
+		if en.Name() != ".gitignore" && !kept {
+			t.Errorf("temporary file left: %s", en.Name())
+		}
 	}
 	for key, r := range recs {
 		switch {
