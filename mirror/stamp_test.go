@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -10,6 +9,16 @@ import (
 
 	"prom.codes/memory-mcp/memory"
 )
+
+// writeWithMtime writes name and sets its mtime back to mtime, as cp -p,
+// rsync -t and tools that keep a file's times do.
+func (w *ws) writeWithMtime(name, content string, mtime time.Time) {
+	w.tb.Helper()
+	w.write(name, content)
+	if err := os.Chtimes(w.path(name), mtime, mtime); err != nil {
+		w.tb.Fatal(err)
+	}
+}
 
 func needStamps(t *testing.T) {
 	t.Helper()
@@ -128,10 +137,7 @@ func TestEditRightAfterAWriteIsImported(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w.write("deploy.md", strings.Replace(edited, "Friday", "Sunday", 1))
-			if err := os.Chtimes(w.path("deploy.md"), fi.ModTime(), fi.ModTime()); err != nil {
-				t.Fatal(err)
-			}
+			w.writeWithMtime("deploy.md", strings.Replace(edited, "Friday", "Sunday", 1), fi.ModTime())
 			syncer.sync()
 			if got, _ := syncer.peek("deploy"); got.Body != "Deploy on Sunday." {
 				t.Errorf("after an edit that kept the mtime the record holds %q", got.Body)
@@ -155,17 +161,7 @@ func TestOlderVersionPutBackWithItsStamp(t *testing.T) {
 	}
 	w.put(memory.Semantic, "deploy", "When we deploy", "Deploy on Friday.")
 	w.sync()
-	backup := filepath.Join(t.TempDir(), "deploy.md")
-	if err := os.WriteFile(backup, v1, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// cp -p backup deploy.md
-	if err := os.WriteFile(w.path("deploy.md"), v1, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chtimes(w.path("deploy.md"), fi1.ModTime(), fi1.ModTime()); err != nil {
-		t.Fatal(err)
-	}
+	w.writeWithMtime("deploy.md", string(v1), fi1.ModTime()) // cp -p of a copy kept from then
 	w.sync()
 	if got, _ := w.peek("deploy"); got.Body != "Deploy on Monday." {
 		t.Errorf("after the older version was put back the record holds %q", got.Body)
