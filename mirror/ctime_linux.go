@@ -15,3 +15,21 @@ func ctime(fi fs.FileInfo) int64 {
 	}
 	return st.Ctim.Nano()
 }
+
+// inode is fi's inode number.
+func inode(fi fs.FileInfo) uint64 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	return st.Ino
+}
+
+// links is fi's number of hard links.
+func links(fi fs.FileInfo) uint64 {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 1
+	}
+	return uint64(st.Nlink)
+}

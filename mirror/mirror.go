@@ -82,6 +82,10 @@ type Dir struct {
 	lastProblems []Problem
 	mustRead     map[string]bool // stems the next full sync reads whatever their size and mtime
 	quickSyncs   int             // syncs skipped; tests check the quick path ran
+	// linked: a memory file was seen with a second name (a hard link),
+	// through which it can change without an event in the directory. No
+	// sync is skipped until a full one finds none.
+	linked bool
 
 	// hook, set by tests, is called where another process or a person can
 	// step in between two steps: see the calls of at.
@@ -346,12 +350,13 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	}
 
 	if before == nil {
-		if err := d.create(r, rec.Key, name, data); err != nil {
+		stamp, err := d.create(r, rec.Key, name, data)
+		if err != nil {
 			return memory.FileState{}, nil, err
 		}
-		return d.written(r, rec.Key, name, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
+		return d.written(r, rec.Key, name, stamp, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
 	}
-	tmp, err := d.writeTemp(r, name, data, perm, keepPerm)
+	tmp, stamp, err := d.writeTemp(r, name, data, perm, keepPerm)
 	if err != nil {
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
@@ -380,7 +385,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 				return memory.FileState{}, nil, d.edited("write", rec.Key, was)
 			}
 			r.Remove(tmp)
-			return d.written(r, rec.Key, name, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+			return d.written(r, rec.Key, name, stamp, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
 		}
 	}
 	var aside string
@@ -418,18 +423,19 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			return memory.FileState{}, nil, d.edited("write", rec.Key, was)
 		}
 	}
-	return d.written(r, rec.Key, name, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+	return d.written(r, rec.Key, name, stamp, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
 }
 
 // create writes name, a new file holding data, linked in under its name
 // in one step: a file a person created there meanwhile is never replaced,
-// and create returns a conflict naming it.
-func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
+// and create returns a conflict naming it. It returns the file's stamp.
+func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, error) {
 	if err := makeTempSub(r); err != nil { // where files are made ahead
-		return fmt.Errorf("write %s: %w", relFile(name), err)
+		return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
 	err := errors.ErrUnsupported
-	if f := d.spareWith(r, data, 0, false); f != nil {
+	f, stamp := d.spareWith(r, data, 0, false)
+	if f != nil {
 		d.at("checked", key)
 		err = d.linkIn(r, f, ".", name)
 		f.Close()
@@ -437,8 +443,8 @@ func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		// None made ahead, or it could not be linked: a named one.
 		var tmp string
-		if tmp, err = d.writeTemp1(r, name, data, 0o644, false, false); err != nil {
-			return fmt.Errorf("write %s: %w", relFile(name), err)
+		if tmp, stamp, err = d.writeTemp1(r, name, data, 0o644, false, false); err != nil {
+			return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		d.at("checked", key)
 		if err = r.Link(tmp, name); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -452,17 +458,18 @@ func (d *Dir) create(r *os.Root, key, name string, data []byte) error {
 	if errors.Is(err, fs.ErrExist) {
 		// Created by hand since it was looked for: it stays.
 		_, cur, _ := d.current(r, name)
-		return d.edited("write", key, cur)
+		return time.Time{}, d.edited("write", key, cur)
 	}
 	if err != nil {
-		return fmt.Errorf("write %s: %w", relFile(name), err)
+		return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
-	return nil
+	return stamp, nil
 }
 
-// written returns the state of name, just written, and undo; a file
-// removed by hand the moment it was written is a conflict, not an error.
-func (d *Dir) written(r *os.Root, key, name string, st func(fs.FileInfo) memory.FileState, undo func()) (memory.FileState, func(), error) {
+// written returns the state of name, just written with stamp (zero: none),
+// and undo; a file removed by hand the moment it was written is a conflict,
+// not an error.
+func (d *Dir) written(r *os.Root, key, name string, stamp time.Time, st func(fs.FileInfo) memory.FileState, undo func()) (memory.FileState, func(), error) {
 	d.at("renamed", key)
 	fi, err := r.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -474,7 +481,15 @@ func (d *Dir) written(r *os.Root, key, name string, st func(fs.FileInfo) memory.
 		undo()
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
-	return st(fi), undo, nil
+	s := st(fi)
+	if looksStamped(s.MTime) && s.MTime != stamp.UnixNano() {
+		// Not the file this write stamped: one put there since with a
+		// stamp of its own (an older version restored with its times).
+		// Its state is recorded, with the content written, so that no
+		// check trusts its times: the next sync reads it.
+		s.CTime = 0
+	}
+	return s, undo, nil
 }
 
 // current returns name's file info and, for a regular file, its content,
@@ -543,7 +558,7 @@ func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime
 		}
 		return nil
 	}
-	tmp, err := d.writeTemp(r, name, before, perm, true)
+	tmp, _, err := d.writeTemp(r, name, before, perm, true)
 	if err != nil {
 		return err
 	}
@@ -670,28 +685,29 @@ func tempFor(name, suffix string) string {
 // directory and returns its path in r. A new file gets perm less the
 // umask; with keepPerm it gets exactly perm, the mode of the file it
 // replaces.
-func (d *Dir) writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, error) {
+func (d *Dir) writeTemp(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm bool) (string, time.Time, error) {
 	return d.writeTemp1(r, name, data, perm, keepPerm, true)
 }
 
 // writeTemp1 is writeTemp, which takes a file made ahead only with ahead.
-func (d *Dir) writeTemp1(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm, ahead bool) (string, error) {
+// It returns the file's stamp too (zero: none; see stampWritten).
+func (d *Dir) writeTemp1(r *os.Root, name string, data []byte, perm fs.FileMode, keepPerm, ahead bool) (string, time.Time, error) {
 	if err := makeTempSub(r); err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	tmp := tempFor(name, tempSuffix)
 	if ahead {
-		if f := d.spareWith(r, data, perm, keepPerm); f != nil {
+		if f, stamp := d.spareWith(r, data, perm, keepPerm); f != nil {
 			err := d.linkIn(r, f, tempSub, path.Base(tmp))
 			f.Close()
 			if err == nil {
-				return tmp, nil
+				return tmp, stamp, nil
 			}
 		}
 	}
 	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	// No fsync: the rename makes the write atomic for every reader and
 	// against a crash of the process, which is what several agents and a
@@ -699,8 +715,9 @@ func (d *Dir) writeTemp1(r *os.Root, name string, data []byte, perm fs.FileMode,
 	// then Sync refuses it as malformed and the database still holds the
 	// record; two fsyncs per write would cost more than the whole write.
 	_, err = f.Write(data)
+	var stamp time.Time
 	if err == nil {
-		stampWritten(f) // or it keeps its write's mtime (see stampFor)
+		stamp = stampWritten(f)
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -710,9 +727,9 @@ func (d *Dir) writeTemp1(r *os.Root, name string, data []byte, perm fs.FileMode,
 	}
 	if err != nil {
 		r.Remove(tmp)
-		return "", err
+		return "", time.Time{}, err
 	}
-	return tmp, nil
+	return tmp, stamp, nil
 }
 
 func state(stem string, fi fs.FileInfo, data []byte) memory.FileState {

@@ -74,14 +74,15 @@ func (d *Dir) MakeFilesAhead(run func(work func())) {
 
 // spareWith returns a file made ahead for r's temporary directory holding
 // data, with mode exactly perm when keepPerm (else the mode it was made
-// with: 0644 less the umask), or nil when there is none; a refill starts
-// when few are left. The caller links it in (linkIn) and closes it.
-func (d *Dir) spareWith(r *os.Root, data []byte, perm fs.FileMode, keepPerm bool) *os.File {
+// with: 0644 less the umask), and its stamp (see stampWritten), or nil
+// when there is none; a refill starts when few are left. The caller links
+// it in (linkIn) and closes it.
+func (d *Dir) spareWith(r *os.Root, data []byte, perm fs.FileMode, keepPerm bool) (*os.File, time.Time) {
 	d.mu.Lock()
 	run := d.blocking
 	d.mu.Unlock()
 	if run == nil {
-		return nil // not asked to make them
+		return nil, time.Time{} // not asked to make them
 	}
 	var now dirID
 	if fi, err := r.Lstat(tempSub); err == nil && fi.IsDir() {
@@ -112,11 +113,11 @@ func (d *Dir) spareWith(r *os.Root, data []byte, perm fs.FileMode, keepPerm bool
 	return d.fill(f, data, perm, keepPerm)
 }
 
-// fill writes data into f, a file made ahead, and sets its mode to perm
-// when keepPerm; it returns nil, having closed f, if that fails.
-func (d *Dir) fill(f *os.File, data []byte, perm fs.FileMode, keepPerm bool) *os.File {
+// fill writes data into f, a file made ahead, sets its mode to perm when
+// keepPerm, and stamps it; it returns nil, having closed f, if that fails.
+func (d *Dir) fill(f *os.File, data []byte, perm fs.FileMode, keepPerm bool) (*os.File, time.Time) {
 	if f == nil {
-		return nil
+		return nil, time.Time{}
 	}
 	_, err := f.Write(data)
 	if err == nil && keepPerm {
@@ -124,10 +125,9 @@ func (d *Dir) fill(f *os.File, data []byte, perm fs.FileMode, keepPerm bool) *os
 	}
 	if err != nil {
 		f.Close()
-		return nil
+		return nil, time.Time{}
 	}
-	stampWritten(f) // or it keeps its write's mtime (see stampFor)
-	return f
+	return f, stampWritten(f)
 }
 
 // idleCheck lets the files made ahead go once no write has taken one for

@@ -48,23 +48,27 @@ func linkSpare(f, dir *os.File, name string) error {
 }
 
 // stampWritten sets f's mtime to the stamp of a write now (see stampFor),
-// with utimensat on the descriptor (futimens): f may have no name yet.
-func stampWritten(f *os.File) error {
+// with utimensat on the descriptor (futimens): f may have no name yet. It
+// returns the stamp, or the zero time when it could not set one: the file
+// then keeps its write's mtime.
+func stampWritten(f *os.File) time.Time {
+	fi, err := f.Stat()
+	if err != nil {
+		return time.Time{}
+	}
+	stamp := stampFor(time.Now(), inode(fi))
 	c, err := f.SyscallConn()
 	if err != nil {
-		return err
+		return time.Time{}
 	}
-	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(stampFor(time.Now()).UnixNano())}
+	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(stamp.UnixNano())}
 	var errno syscall.Errno
 	if err := c.Control(func(fd uintptr) {
 		_, _, errno = unix.Syscall6(unix.SYS_UTIMENSAT, fd, 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
-	}); err != nil {
-		return err
+	}); err != nil || errno != 0 {
+		return time.Time{}
 	}
-	if errno != 0 {
-		return errno
-	}
-	return nil
+	return stamp
 }
 
 // dirID is what decides the owner, group and mode of a file made in a

@@ -16,7 +16,7 @@ func makeSpare(dir *os.File) (*os.File, error) { return nil, errors.ErrUnsupport
 
 // stampWritten leaves the mtime as the write set it (see stampFor): a sync
 // reads files written within racyWindow to be sure of them.
-func stampWritten(f *os.File) error { return errors.ErrUnsupported }
+func stampWritten(f *os.File) time.Time { return time.Time{} }
 
 func cannotMakeSpares(err error) bool { return true }
 

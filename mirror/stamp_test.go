@@ -39,7 +39,10 @@ func checkStamp(t *testing.T, w *ws, name string, before, after time.Time) {
 	if m.Nanosecond()%1000 != stampNanos {
 		t.Errorf("%s: mtime %s is not a stamp", name, m.Format(time.RFC3339Nano))
 	}
-	if lo, hi := stampFor(before).Add(-time.Microsecond), stampFor(after); m.Before(lo) || m.After(hi) {
+	if got, want := uint64(m.Nanosecond()/1000%1000), inode(fi)%1000; got != want {
+		t.Errorf("%s: stamp carries inode digits %03d, the file's inode ends %03d", name, got, want)
+	}
+	if lo, hi := stampFor(before, inode(fi)), stampFor(after, inode(fi)); m.Before(lo) || m.After(hi) {
 		t.Errorf("%s: mtime %s, want the stamp of a write between %s and %s", name, m.Format(time.RFC3339Nano), before.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
 	}
 	if c := time.Unix(0, ctime(fi)); c.Sub(m) <= racyWindow {

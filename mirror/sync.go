@@ -46,31 +46,39 @@ func (r Report) changed() bool {
 const racyWindow = 2 * time.Second
 
 // A file Write writes gets a stamp for an mtime: the time 3 s before the
-// write, to the microsecond, plus stampNanos. Any later write to the file,
-// by a person or a tool, sets its mtime to the time of that write, which
-// is never the stamp, so a sync knows one of Write's files by its size and
-// times alone (see stamped), where a file written within racyWindow would
-// otherwise be read and hashed by every sync of every process until the
-// window passed: with 8 processes writing facts at once, 30 % of their
-// CPU time. The nanoseconds tell a stamp from an mtime that a person's
-// tool set back (cp -p, rsync -t, tar), which is still read. Where the
-// file system keeps no nanoseconds, or times cannot be set on a file
-// descriptor, files keep the mtime of their write and are read as before.
+// write, to the millisecond, then the last three digits of the file's
+// inode number as microseconds, and stampNanos. Any later write to the
+// file, by a person or a tool, sets its mtime to the time of that write,
+// which is never the stamp, so a sync knows one of Write's files by its
+// size and times alone (see stamped), where a file written within
+// racyWindow would otherwise be read and hashed by every sync of every
+// process until the window passed: with 8 processes writing facts at once,
+// 30 % of their CPU time. The nanoseconds tell a stamp from an mtime that
+// a person's tool set back (cp -p, rsync -t, tar), which is still read;
+// the inode's digits, a stamp copied onto another file (touch -r, a copy
+// renamed over it). A file put in place while Write wrote, carrying a
+// stamp not its own (an older version restored with its times), is
+// recorded so that it is read (see written). Where the file system keeps
+// no nanoseconds, or times cannot be set on a file descriptor, files keep
+// the mtime of their write and are read as before.
 const (
 	backdate   = racyWindow + time.Second
 	stampNanos = 307
 )
 
-// stampFor is the stamp of a write at now.
-func stampFor(now time.Time) time.Time {
-	return now.Add(-backdate).Truncate(time.Microsecond).Add(stampNanos)
+// stampFor is the stamp of a write at now to the file whose inode is ino.
+func stampFor(now time.Time, ino uint64) time.Time {
+	return now.Add(-backdate).Truncate(time.Millisecond).Add(time.Duration(ino%1000)*time.Microsecond + stampNanos)
 }
+
+// looksStamped reports whether mtime, in nanoseconds, ends as a stamp.
+func looksStamped(mtime int64) bool { return mtime%1000 == stampNanos }
 
 // stamped reports whether rec, a file's recorded state, is that of a file
 // Write stamped, and fi is still that file: the same size, stamp and
-// change time.
+// change time, and an inode whose digits the stamp carries.
 func stamped(rec memory.FileState, fi fs.FileInfo) bool {
-	return rec.MTime%int64(time.Microsecond) == stampNanos && rec.MTime < rec.CTime-int64(racyWindow) &&
+	return looksStamped(rec.MTime) && uint64(rec.MTime/1000%1000) == inode(fi)%1000 && rec.MTime < rec.CTime-int64(racyWindow) &&
 		fi.Size() == rec.Size && fi.ModTime().UnixNano() == rec.MTime && ctime(fi) == rec.CTime
 }
 
@@ -128,6 +136,7 @@ func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Repo
 		d.startWatch()
 	}
 	s := &syncer{ctx: ctx, st: st, p: p, d: d, now: now, present: map[string]bool{}}
+	d.linked = false // look finds them again
 	err := s.run()
 	if err == nil {
 		d.mustRead = nil
@@ -195,7 +204,7 @@ func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity,
 	// The path checks of a full sync (no symlink leading out of the
 	// workspace) hold while the path still reaches the directory they
 	// passed for when the watch began: one stat instead of one a part.
-	if !known || !d.clean || d.stateProject != p || d.exportDue(now) || !d.stillWatched() {
+	if !known || !d.clean || d.linked || d.stateProject != p || d.exportDue(now) || !d.stillWatched() {
 		return Report{}, false
 	}
 	_, changed, whole, err := d.mirrorState(ctx, st, p)
@@ -336,6 +345,10 @@ func (d *Dir) asRecorded(r *os.Root, stem string) bool {
 		return !known && !refused
 	}
 	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	if links(fi) > 1 {
+		d.linked = true // edits through its other name raise no event here
 		return false
 	}
 	size, mtime := fi.Size(), fi.ModTime().UnixNano()
@@ -527,7 +540,16 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 	}
 	old, known := s.state[stem]
 	ct := ctime(fi)
-	if age := s.now.Sub(fi.ModTime()); known && old.Size == size && old.MTime == mtime && old.CTime == ct && (age > racyWindow || age < -racyWindow) && !s.d.mustRead[stem] {
+	if links(fi) > 1 {
+		s.d.linked = true
+	}
+	// Unchanged since recorded, by size and times: a stamp says so for
+	// itself (a stamp copied onto another file does not); another mtime
+	// once it is out of the racy window.
+	age := s.now.Sub(fi.ModTime())
+	sameTimes := known && old.Size == size && old.MTime == mtime && old.CTime == ct &&
+		(stamped(old, fi) || !looksStamped(old.MTime) && (age > racyWindow || age < -racyWindow))
+	if sameTimes && !s.d.mustRead[stem] {
 		s.d.clearProblem(stem)
 		return nil
 	}
