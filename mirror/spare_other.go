@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // Files cannot be made ahead here: writes make named temporary files.
