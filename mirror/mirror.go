@@ -354,7 +354,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		if err != nil {
 			return memory.FileState{}, nil, err
 		}
-		return d.written(r, rec.Key, name, stamp, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
+		return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
 	}
 	tmp, stamp, err := d.writeTemp(r, name, data, perm, keepPerm)
 	if err != nil {
@@ -385,7 +385,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 				return memory.FileState{}, nil, d.edited("write", rec.Key, was)
 			}
 			r.Remove(tmp)
-			return d.written(r, rec.Key, name, stamp, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+			return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
 		}
 	}
 	var aside string
@@ -423,7 +423,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			return memory.FileState{}, nil, d.edited("write", rec.Key, was)
 		}
 	}
-	return d.written(r, rec.Key, name, stamp, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+	return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
 }
 
 // create writes name, a new file holding data, linked in under its name
@@ -466,10 +466,10 @@ func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, erro
 	return stamp, nil
 }
 
-// written returns the state of name, just written with stamp (zero: none),
-// and undo; a file removed by hand the moment it was written is a conflict,
-// not an error.
-func (d *Dir) written(r *os.Root, key, name string, stamp time.Time, st func(fs.FileInfo) memory.FileState, undo func()) (memory.FileState, func(), error) {
+// written returns the state of name, just written with data and stamp
+// (zero: none), and undo; a file removed by hand the moment it was written
+// is a conflict, not an error.
+func (d *Dir) written(r *os.Root, key, name string, stamp time.Time, data []byte, st func(fs.FileInfo) memory.FileState, undo func()) (memory.FileState, func(), error) {
 	d.at("renamed", key)
 	fi, err := r.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -482,12 +482,18 @@ func (d *Dir) written(r *os.Root, key, name string, stamp time.Time, st func(fs.
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
 	s := st(fi)
-	if looksStamped(s.MTime) && s.MTime != stamp.UnixNano() {
-		// Not the file this write stamped: one put there since with a
-		// stamp of its own (an older version restored with its times).
-		// Its state is recorded, with the content written, so that no
-		// check trusts its times: the next sync reads it.
-		s.CTime = 0
+	if looksStamped(s.MTime) {
+		// A stamped state is trusted by its times from now on, so it
+		// must be this write's file as written: not one put there since
+		// with a stamp of its own (an older version restored with its
+		// times), nor this one edited in place keeping its stamp. Such a
+		// state is recorded so that no check trusts its times, and the
+		// next sync reads the file. (An edit after this read keeping the
+		// stamp moves the change time, where the kernel keeps it
+		// fine-grained once queried, as Linux does since 6.13.)
+		if got, err := readRegular(r, name, fi); s.MTime != stamp.UnixNano() || err != nil || !bytes.Equal(got, data) {
+			s.CTime = 0
+		}
 	}
 	return s, undo, nil
 }

@@ -543,12 +543,17 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 	if links(fi) > 1 {
 		s.d.linked = true
 	}
-	// Unchanged since recorded, by size and times: a stamp says so for
-	// itself (a stamp copied onto another file does not); another mtime
-	// once it is out of the racy window.
+	// Unchanged since recorded, by size and times: a stamp on its own
+	// file says so at once; another mtime once it is out of the racy
+	// window; a stamp copied from another file (cp -a, tar) once the
+	// change time is, since the copy could have been made in the tick of
+	// the write it copies.
 	age := s.now.Sub(fi.ModTime())
+	if looksStamped(old.MTime) && !stamped(old, fi) {
+		age = s.now.Sub(time.Unix(0, ct))
+	}
 	sameTimes := known && old.Size == size && old.MTime == mtime && old.CTime == ct &&
-		(stamped(old, fi) || !looksStamped(old.MTime) && (age > racyWindow || age < -racyWindow))
+		(stamped(old, fi) || age > racyWindow || age < -racyWindow)
 	if sameTimes && !s.d.mustRead[stem] {
 		s.d.clearProblem(stem)
 		return nil
