@@ -55,12 +55,14 @@ const racyWindow = 2 * time.Second
 // process until the window passed: with 8 processes writing facts at once,
 // 30 % of their CPU time. The nanoseconds tell a stamp from an mtime that
 // a person's tool set back (cp -p, rsync -t, tar), which is still read;
-// the inode's digits, a stamp copied onto another file (touch -r, a copy
-// renamed over it). A file put in place while Write wrote, carrying a
-// stamp not its own (an older version restored with its times), is
-// recorded so that it is read (see written). Where the file system keeps
-// no nanoseconds, or times cannot be set on a file descriptor, files keep
-// the mtime of their write and are read as before.
+// the inode's digits, a stamp copied onto another file (touch -r, cp -a,
+// a copy renamed over it), which is trusted as other mtimes are once its
+// change time is out of the racy window. Write reads its file back once
+// before its stamp is trusted (see written), so a file put or edited in
+// place as the write landed, keeping a stamp, is read by the next sync.
+// Where the file system keeps no nanoseconds, or times cannot be set on a
+// file descriptor, files keep the mtime of their write and are read as
+// before.
 const (
 	backdate   = racyWindow + time.Second
 	stampNanos = 307
