@@ -72,20 +72,7 @@ func TestStampAttack2InPlaceEditKeepingThisWritesStamp(t *testing.T) {
 			if got := string(w.read("deploy.md")); !strings.Contains(got, "Deploy on Friday.") {
 				t.Fatalf("the file holds %q, want the person's edit", got)
 			}
-			for _, s := range []struct {
-				name string
-				w    *ws
-			}{{"the writer", w}, {"a watching process", other}, {"a new process", newWSAt(t, w.root, w.st)}} {
-				s.w.sync()
-				if got := s.w.body("deploy"); got != "Deploy on Friday." {
-					t.Errorf("%s: after the edit the record holds %q, the file %q", s.name, got, "Deploy on Friday.")
-				}
-			}
-			// The tools can write the fact again (a file the store does
-			// not know is a conflict on every write).
-			if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "deploy", Description: "When we deploy", Body: "Deploy on Tuesday."}); err != nil {
-				t.Errorf("write after the edit: %v", err)
-			}
+			seenEverywhere(t, w, other, "deploy", "Deploy on Friday.")
 		})
 	}
 }

@@ -12,6 +12,26 @@ import (
 	"prom.codes/memory-mcp/scope"
 )
 
+// seenEverywhere checks that the writer w, a watching process and a new
+// one all import key's file, which holds body, and that the tools can then
+// write the fact again (a file the store does not know is a conflict on
+// every write).
+func seenEverywhere(t *testing.T, w, watching *ws, key, body string) {
+	t.Helper()
+	for _, s := range []struct {
+		name string
+		w    *ws
+	}{{"the writer", w}, {"a watching process", watching}, {"a new process", newWSAt(t, w.root, w.st)}} {
+		s.w.sync()
+		if got := s.w.body(key); got != body {
+			t.Errorf("%s: the record holds %q, the file %q", s.name, got, body)
+		}
+	}
+	if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: key, Body: "Written again."}); err != nil {
+		t.Errorf("write after the file changed: %v", err)
+	}
+}
+
 func (w *ws) body(key string) string {
 	w.tb.Helper()
 	r, err := w.peek(key)
@@ -65,19 +85,7 @@ func TestStampAttackRestoreAsWriteLands(t *testing.T) {
 			if got := string(w.read("deploy.md")); got != string(v1) {
 				t.Fatalf("the file holds %q, want the person's restored version", got)
 			}
-			for _, s := range []struct {
-				name string
-				w    *ws
-			}{{"the writer", w}, {"a watching process", other}, {"a new process", newWSAt(t, w.root, w.st)}} {
-				s.w.sync()
-				if got := s.w.body("deploy"); got != "Deploy on Monday." {
-					t.Errorf("%s: after the restore the record holds %q, the file %q", s.name, got, "Deploy on Monday.")
-				}
-			}
-			// And the tools can write the fact again.
-			if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "deploy", Description: "When we deploy", Body: "Deploy on Sunday."}); err != nil {
-				t.Errorf("write after the restore: %v", err)
-			}
+			seenEverywhere(t, w, other, "deploy", "Deploy on Monday.")
 		})
 	}
 }
