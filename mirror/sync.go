@@ -550,12 +550,13 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 	// window; a stamp copied from another file (cp -a, tar) once the
 	// change time is, since the copy could have been made in the tick of
 	// the write it copies.
+	own := stamped(old, fi)
 	age := s.now.Sub(fi.ModTime())
-	if looksStamped(old.MTime) && !stamped(old, fi) {
+	if looksStamped(old.MTime) && !own {
 		age = s.now.Sub(time.Unix(0, ct))
 	}
 	sameTimes := known && old.Size == size && old.MTime == mtime && old.CTime == ct &&
-		(stamped(old, fi) || age > racyWindow || age < -racyWindow)
+		(own || age > racyWindow || age < -racyWindow)
 	if sameTimes && !s.d.mustRead[stem] {
 		s.d.clearProblem(stem)
 		return nil
