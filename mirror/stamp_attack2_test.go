@@ -43,13 +43,10 @@ func (w *ws) editInPlaceKeepingTimes(name, from, to string) {
 // TestStampAttack2InPlaceEditKeepingThisWritesStamp: a person's tool
 // rewrites the file in place, same size, keeping its mtime, the moment
 // after the server's write put it there and before written's lstat. The
-// state then records the edited file's size, stamp (this write's own) and
-// change time with the hash of what the server wrote: stamped, so neither
-// the quick check nor a full sync ever reads the file again, and the
-// store keeps the server's version while the file holds the person's.
-// Before the stamps, the quick check compared the content of every file
-// whose state a write moved, and a full sync read a file written within
-// racyWindow.
+// state would record the edited file's size, stamp (this write's own) and
+// change time with the hash of what the server wrote, and no sync would
+// read the file again; written's read-back records it so that the next
+// sync of every process reads and imports it.
 func TestStampAttack2InPlaceEditKeepingThisWritesStamp(t *testing.T) {
 	needStamps(t)
 	for _, how := range []string{"new file", "new version"} {
@@ -134,6 +131,17 @@ func outOfRacyWindow(t *testing.T, w *ws, name string) {
 	}
 }
 
+// readOnceSettled reports whether a full sync still reads stem's file once
+// two full syncs have read it (it is new to the state) and its last change
+// is out of racyWindow.
+func readOnceSettled(t *testing.T, w *ws, stem string) bool {
+	t.Helper()
+	fullSync(w)
+	fullSync(w)
+	outOfRacyWindow(t, w, stem+".md")
+	return readByFullSync(t, w, stem)
+}
+
 // TestStampAttack2FreshWriteNotReadAgain: the control for the tests
 // below: a file Write wrote is known by its times alone, by a full sync
 // and by the quick check.
@@ -181,10 +189,7 @@ func TestStampAttack2RolledBackFileReadForever(t *testing.T) {
 			if got := w.read("deploy.md"); string(got) != string(before) {
 				t.Fatalf("after the rollback the file holds %q", got)
 			}
-			fullSync(w) // reads it once: a new file
-			fullSync(w)
-			outOfRacyWindow(t, w, "deploy.md")
-			if readByFullSync(t, w, "deploy") {
+			if readOnceSettled(t, w, "deploy") {
 				t.Error("a full sync still reads the file put back, unchanged since the last sync read it")
 			}
 		})
@@ -194,10 +199,10 @@ func TestStampAttack2RolledBackFileReadForever(t *testing.T) {
 // TestStampAttack2CopyWithTimesReadForever: a memories directory restored
 // from a copy that kept the times (cp -a, rsync -a, tar x), here one file
 // copied with its times and renamed over itself, same content. Every file
-// then carries a stamp of an inode it no longer has: each is read once
-// (it is a new file), and then again by every full sync (every process's
-// first, then one a minute), forever, where before the stamps their old
-// mtimes were trusted.
+// then carries a stamp of an inode it no longer has. Each is read once (it
+// is a new file) and, once its change time is out of the racy window, not
+// again by every full sync (every process's first, then one a minute), as
+// old mtimes were trusted before the stamps.
 func TestStampAttack2CopyWithTimesReadForever(t *testing.T) {
 	needStamps(t)
 	w := newWS(t)
@@ -217,10 +222,7 @@ func TestStampAttack2CopyWithTimesReadForever(t *testing.T) {
 	if err := os.Rename(copied, w.path("deploy.md")); err != nil {
 		t.Fatal(err)
 	}
-	fullSync(w) // reads it once: a new file
-	fullSync(w)
-	outOfRacyWindow(t, w, "deploy.md")
-	if readByFullSync(t, w, "deploy") {
+	if readOnceSettled(t, w, "deploy") {
 		t.Error("a full sync still reads the copied file, unchanged since the last sync read it")
 	}
 }

@@ -45,10 +45,10 @@ func (w *ws) body(key string) string {
 // of a file, one the server wrote and so stamped, kept with its times (cp
 // -p in place, or mv of a kept copy, as an rsync -a restore does) the
 // moment after the server's write renamed its new version into place and
-// before written's lstat. The state then records the restored file's size
-// and times with the hash of what the server wrote: stamped, so no sync
-// reads the file again, and the store keeps the server's version while the
-// file holds the person's.
+// before written's lstat. The state would record the restored file's size
+// and times with the hash of what the server wrote; written sees a stamp
+// not its write's and records it so that every process's next sync reads
+// and imports the person's file.
 func TestStampAttackRestoreAsWriteLands(t *testing.T) {
 	needStamps(t)
 	for _, how := range []string{"in place", "renamed in"} {
