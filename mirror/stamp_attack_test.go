@@ -297,10 +297,9 @@ func TestStampAttackEditThroughHardLinkOutside(t *testing.T) {
 // write. Multigrain ctimes (Linux 6.13+) make an inode's ctime move on
 // every change once it was queried, but a new inode gets a coarse ctime,
 // which can equal the recorded ctime of the file it replaces when both
-// fall in one clock tick: size, stamp and ctime all match. This is the
-// exception the change names ("restores that exact stamp within the ctime
-// tick"), reached here through a new inode; tried several times, as it
-// takes one tick.
+// fall in one clock tick: size, stamp and ctime all match. The stamp
+// carries its file's inode digits, so it is not taken for the new file's
+// and the edit is imported; tried several times, as it takes one tick.
 func TestStampAttackStampCopiedOntoNewInode(t *testing.T) {
 	needStamps(t)
 	w := newWS(t)
