@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"prom.codes/memory-mcp/memory"
 )
 
@@ -259,5 +261,48 @@ func TestCaptureRefusedByAnEditChangesNothing(t *testing.T) {
 	b, _ := json.Marshal(rows)
 	if !strings.Contains(string(b), `"use_count":1`) {
 		t.Errorf("the refused capture changed the record: %s", b)
+	}
+}
+
+// TestHandEditRightAfterAToolWrite: through the real binary, with two
+// servers on one workspace, a hand edit of the same size made the instant
+// after a tool wrote the fact (and one that then sets the file's mtime
+// back to the server's stamp, as touch -r does) is what both servers read
+// next, and the fact can be written again by a tool.
+func TestHandEditRightAfterAToolWrite(t *testing.T) {
+	for _, keepStamp := range []bool{false, true} {
+		t.Run(fmt.Sprint("keepStamp=", keepStamp), func(t *testing.T) {
+			e := newEnv(t)
+			a, b := connect(t, e, nil), connect(t, e, nil)
+			ok(t, b, "memory_list", map[string]any{}) // b watches too
+			ok(t, a, "memory_write", map[string]any{"type": "semantic", "key": "deploy", "body": "Deploy on Monday."})
+			file := filepath.Join(e.root, ".prometheus", "memories", "deploy.md")
+			fi, err := os.Stat(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := strings.Replace(string(data), "Monday", "Friday", 1)
+			if err := os.WriteFile(file, []byte(edited), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if keepStamp {
+				if err := os.Chtimes(file, fi.ModTime(), fi.ModTime()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, cs := range map[string]*mcp.ClientSession{"the writer": a, "the other server": b} {
+				if got := bodyOf(t, cs, "deploy"); got != "Deploy on Friday." {
+					t.Errorf("%s reads %q after the hand edit", name, got)
+				}
+			}
+			ok(t, b, "memory_write", map[string]any{"type": "semantic", "key": "deploy", "body": "Deploy on Sunday."})
+			if got := bodyOf(t, a, "deploy"); got != "Deploy on Sunday." {
+				t.Errorf("after the other server's write the writer reads %q", got)
+			}
+		})
 	}
 }
