@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -71,34 +72,60 @@ func (s *session) call(ctx context.Context, tool string, args map[string]any) er
 	return nil
 }
 
-// memory reads the server's peak and current resident set sizes from
-// /proc (Linux only), in bytes.
-func (s *session) memory() (peak, now int64, err error) {
+// resident is a server's resident set, in bytes, from /proc/PID/status:
+// the peak (VmHWM) and, now, its anonymous memory (the heaps, SQLite's
+// caches, stacks) and the pages mapped from files (the executable's code
+// and read-only data, shared libraries, mapped database files). How many
+// of a file's pages are mapped depends on how the kernel holds the file
+// in its page cache as well as on what the process touched, so the split
+// says which share a change can move.
+type resident struct {
+	peak, now, anon, file int64
+}
+
+// memory reads the server's resident set from /proc (Linux only).
+func (s *session) memory() (resident, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
-		return 0, 0, err
+		return resident{}, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return parseStatus(f)
+}
+
+// parseStatus reads a /proc/PID/status file's resident set fields.
+func parseStatus(r io.Reader) (resident, error) {
+	var m resident
+	fields := map[string]*int64{"VmHWM": &m.peak, "VmRSS": &m.now, "RssAnon": &m.anon, "RssFile": &m.file}
+	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		field, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (field != "VmHWM" && field != "VmRSS") {
+		dst := fields[field]
+		if !ok || dst == nil {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("parse %s: %w", field, err)
+			return resident{}, fmt.Errorf("parse %s: %w", field, err)
 		}
-		if field == "VmHWM" {
-			peak = kb << 10
-		} else {
-			now = kb << 10
-		}
+		*dst = kb << 10
 	}
-	if peak == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc status")
+	if err := sc.Err(); err != nil {
+		return resident{}, err
 	}
-	return peak, now, sc.Err()
+	if m.peak == 0 {
+		return resident{}, errors.New("no VmHWM in /proc status")
+	}
+	return m, nil
+}
+
+// split says what the resident set held at the end: anonymous memory and
+// pages mapped from files; empty where the kernel does not tell.
+func (m resident) split() string {
+	if m.anon == 0 && m.file == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s anonymous, %s mapped from files", mib(m.anon), mib(m.file))
 }
 
 // cpu reads the server's CPU time so far, user and system, from /proc

@@ -57,6 +57,7 @@ type figures struct {
 	writeErrs               int
 	noRead                  string // why reads were not measured
 	peakRSS                 int64
+	rssSplit                string // at the end: anonymous and mapped from files
 	rssNote                 string
 	concurrent              concurrentResult
 }
@@ -340,8 +341,10 @@ func measureTarget(ctx context.Context, cfg config, t target, facts []fact, tmp 
 			}
 		}
 	}
-	if f.peakRSS, _, err = s.memory(); err != nil {
+	if m, err := s.memory(); err != nil {
 		f.rssNote = err.Error()
+	} else {
+		f.peakRSS, f.rssSplit = m.peak, m.split()
 	}
 	if err := s.close(); err != nil {
 		return f, fmt.Errorf("stop: %w%s", err, s.stderr.suffix())
@@ -464,6 +467,9 @@ func writeCompare(w io.Writer, cfg config, all []figures) error {
 		b.WriteString("\n")
 		if f.noRead != "" {
 			notes = append(notes, f.name+": reads not measured: "+f.noRead)
+		}
+		if f.rssSplit != "" {
+			notes = append(notes, f.name+": resident at the end of the reads: "+f.rssSplit)
 		}
 		if f.writeErrs > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %d writes refused (not timed)", f.name, f.writeErrs))

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -40,6 +42,54 @@ func TestCompareRunsAgainstTheRealServer(t *testing.T) {
 	}
 	if cells[10] != "0" {
 		t.Errorf("concurrent writers met %s errors:\n%s", cells[10], out.String())
+	}
+}
+
+// The resident set's split is read from the server's /proc status and
+// reported under the table: anonymous and file-backed at the end.
+func TestResidentSplitReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds and runs the server")
+	}
+	var out bytes.Buffer
+	args := []string{"-compare", "-n", "10", "-files", "2", "-ops", "3", "-starts", "1", "-procs", "0"}
+	if err := run(context.Background(), args, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`memory-mcp: resident at the end of the reads: ([0-9.]+) MiB anonymous, ([0-9.]+) MiB mapped from files`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no split of the resident set for memory-mcp:\n%s", out.String())
+	}
+	for _, v := range m[1:] {
+		if f, _ := strconv.ParseFloat(v, 64); f <= 0 || f > 1024 {
+			t.Errorf("implausible share %s MiB:\n%s", v, out.String())
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	status := "Name:\tmemory-mcp\nVmPeak:\t 1947884 kB\nVmHWM:\t   36008 kB\nVmRSS:\t   35000 kB\nRssAnon:\t   14676 kB\nRssFile:\t   20324 kB\nRssShmem:\t       0 kB\nThreads:\t8\n"
+	m, err := parseStatus(strings.NewReader(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resident{peak: 36008 << 10, now: 35000 << 10, anon: 14676 << 10, file: 20324 << 10}
+	if m != want {
+		t.Errorf("parsed %+v, want %+v", m, want)
+	}
+	if got := m.split(); got != "14.3 MiB anonymous, 19.8 MiB mapped from files" {
+		t.Errorf("split = %q", got)
+	}
+	// A kernel before 4.5 has no RssAnon or RssFile: no split, no error.
+	m, err = parseStatus(strings.NewReader("VmHWM:\t 100 kB\nVmRSS:\t 90 kB\n"))
+	if err != nil || m.split() != "" || m.peak != 100<<10 {
+		t.Errorf("old kernel: %+v, %q, %v", m, m.split(), err)
+	}
+	if _, err := parseStatus(strings.NewReader("Name:\tx\n")); err == nil {
+		t.Error("no VmHWM: no error")
+	}
+	if _, err := parseStatus(strings.NewReader("VmHWM:\t lots kB\n")); err == nil || !strings.Contains(err.Error(), "VmHWM") {
+		t.Errorf("unparsable VmHWM: %v", err)
 	}
 }
 

@@ -298,8 +298,10 @@ func runStdio(ctx context.Context, cfg config, b backend, bin, tmp string, stder
 		rep.samples = append([]sample{starts}, rep.samples...)
 	}
 
-	if rep.peakRSS, rep.rss, err = srv.memory(); err != nil {
+	if m, err := srv.memory(); err != nil {
 		rep.rssNote = err.Error()
+	} else {
+		rep.peakRSS, rep.rss, rep.rssSplit = m.peak, m.now, m.split()
 	}
 	if b.name == "postgres" {
 		rep.dbSize = pgSize(ctx, b.url)

@@ -22,6 +22,7 @@ type report struct {
 	firstStart   time.Duration
 	samples      []sample
 	peakRSS, rss int64
+	rssSplit     string // at the end: anonymous and mapped from files
 	rssNote      string
 	dbSize       int64
 	walSize      int64
@@ -87,7 +88,11 @@ func (r *report) write(w io.Writer) error {
 	if r.rssNote != "" {
 		fmt.Fprintf(&b, "Server peak RSS: not measured (%s). ", r.rssNote)
 	} else {
-		fmt.Fprintf(&b, "Server peak RSS (VmHWM): %s (%s at the end). ", mib(r.peakRSS), mib(r.rss))
+		end := mib(r.rss)
+		if r.rssSplit != "" {
+			end += ": " + r.rssSplit
+		}
+		fmt.Fprintf(&b, "Server peak RSS (VmHWM): %s (%s at the end). ", mib(r.peakRSS), end)
 	}
 	if r.backend.name == "postgres" {
 		fmt.Fprintf(&b, "Database: %s (pg_database_size). First start after seeding: %s.\n", mib(r.dbSize), ms(r.firstStart))
