@@ -48,6 +48,12 @@ type Store struct {
 	// transaction under way (there is one at a time) if it does not
 	// commit. See undoFiles.
 	fileUndo []func()
+	// ownPut is what the write transaction under way, a Put's, did to its
+	// project's mirror state (see ownPut).
+	ownPut ownPut
+	// afterCommit, when set (by tests), runs right after a write
+	// transaction commits, before anything the Store does about it.
+	afterCommit func()
 
 	idMu   sync.Mutex
 	lastID [16]byte

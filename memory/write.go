@@ -342,11 +342,15 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 		if err := p.writable(w.Scope); err != nil {
 			return err
 		}
+		s.armOwnPut(ctx, p.ID)
 		var err error
 		// The transaction is this put's alone: a failure rolls it all
 		// back, with no savepoint needed.
-		rec, created, err = s.putOnce(ctx, tx, p, w, "")
-		return err
+		if rec, created, err = s.putOnce(ctx, tx, p, w, ""); err != nil {
+			return err
+		}
+		s.checkOwnPut(ctx, tx)
+		return nil
 	})
 	return rec, created, err
 }
@@ -494,7 +498,7 @@ func (s *Store) writeFile(ctx context.Context, tx *sql.Tx, p Project, rec Record
 		return mirrorError("write", rec.Key, err)
 	}
 	st.ID = rec.ID
-	if err := setFileState(ctx, tx, p.ID, st); err != nil {
+	if err := s.setFileState(ctx, tx, p.ID, st); err != nil {
 		undoFile(undo) // put's savepoint drops the row: so goes the file
 		return err
 	}
@@ -666,6 +670,7 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	// the lock still.
 	defer tx.Rollback()
 	defer s.undoFiles()
+	s.ownPut = ownPut{} // armed by a Put
 	// Uses counted since the last write go in with this one: the write
 	// lock is held already, and fn may read the counts.
 	uses := s.take()
@@ -694,6 +699,10 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	s.fileUndo = nil
 	done = true
+	if s.afterCommit != nil {
+		s.afterCommit()
+	}
+	s.ownPutCommitted(ctx)
 	s.committed()
 	return nil
 }

@@ -1,0 +1,82 @@
+package mirror
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/scope"
+)
+
+// After each of a process's own writes of facts and notes, updates,
+// deletes, and another process's writes, what the process is told changed
+// in the mirror state is what a process that only ever asks the database
+// is told, and a sync finds every file as recorded. (A Put that was the
+// only commit since the last look answers from what it wrote: see
+// memory.ownPut.)
+func TestOwnWritesAnswerAsTheDatabaseWould(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "memory.db")
+	root := t.TempDir()
+	a := newWSAt(t, root, mustOpen(t, dbPath))
+	b := newWSAt(t, root, mustOpen(t, dbPath)) // another process
+	asks := mustOpen(t, dbPath)                // one that never writes
+	a.put(memory.Semantic, "seed", "", "A fact to start with.")
+	a.sync()
+	since := int64(-1)
+	look := func(step string) {
+		t.Helper()
+		got, err := a.st.MirrorChangesSince(a.ctx, a.p, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := asks.MirrorChangesSince(a.ctx, a.p, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got.Gone)
+		slices.Sort(want.Gone)
+		if got.Version != want.Version || !maps.Equal(got.Changed, want.Changed) || !slices.Equal(got.Gone, want.Gone) {
+			t.Fatalf("%s: the writer was told %+v, the database says %+v", step, got, want)
+		}
+		since = got.Version
+		if rep := a.sync(); len(rep.Imported)+len(rep.Renamed)+len(rep.Deleted)+len(rep.Problems) > 0 {
+			t.Fatalf("%s: sync: %+v", step, rep)
+		}
+	}
+	look("start")
+	put := func(w *ws, typ memory.Type, key, body string) {
+		t.Helper()
+		if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: typ, Key: key, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		put(a, memory.Semantic, fmt.Sprintf("fact-%d", i), "A new fact.")
+		look("a new fact")
+		put(a, memory.Semantic, fmt.Sprintf("fact-%d", i), "The fact rewritten.")
+		look("a fact rewritten")
+		put(a, memory.Semantic, fmt.Sprintf("fact-%d", i), "The fact rewritten.")
+		look("the same fact again")
+		put(a, memory.Working, fmt.Sprintf("note-%d", i), "A note.")
+		look("a note")
+		put(a, memory.Procedural, fmt.Sprintf("how-%d", i), "1. Do it.")
+		look("a procedure")
+		put(b, memory.Semantic, fmt.Sprintf("theirs-%d", i), "Another process's fact.")
+		put(a, memory.Semantic, fmt.Sprintf("mine-%d", i), "Mine, after theirs.")
+		look("another process's fact, then one of ours")
+		put(a, memory.Semantic, fmt.Sprintf("mine-%d", i), "Mine again.")
+		put(b, memory.Semantic, fmt.Sprintf("theirs-%d", i), "Theirs, rewritten after mine.")
+		look("one of ours, then another process's")
+		if _, err := a.st.Update(a.ctx, a.project(), memory.Selector{Key: fmt.Sprintf("fact-%d", i), Type: memory.Semantic}, memory.Patch{Body: ptr("The fact updated.")}); err != nil {
+			t.Fatal(err)
+		}
+		look("a fact updated")
+		if _, err := a.st.Delete(a.ctx, a.project(), memory.Selector{Key: fmt.Sprintf("fact-%d", i), Type: memory.Semantic}); err != nil {
+			t.Fatal(err)
+		}
+		look("a fact deleted")
+	}
+}
