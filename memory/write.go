@@ -342,16 +342,22 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 		if err := p.writable(w.Scope); err != nil {
 			return err
 		}
-		s.armOwnPut(ctx, p.ID)
 		var err error
 		// The transaction is this put's alone: a failure rolls it all
 		// back, with no savepoint needed.
-		if rec, created, err = s.putOnce(ctx, tx, p, w, ""); err != nil {
-			return err
-		}
-		s.checkOwnPut(ctx, tx)
-		return nil
+		rec, created, err = s.putAlone(ctx, tx, p, w)
+		return err
 	})
+	return rec, created, err
+}
+
+// putAlone is putOnce as the only work of its transaction (see ownPut).
+func (s *Store) putAlone(ctx context.Context, tx *sql.Tx, p Project, w Write) (Record, bool, error) {
+	s.armOwnPut(ctx, p.ID)
+	rec, created, err := s.putOnce(ctx, tx, p, w, "")
+	if err == nil {
+		s.checkOwnPut(ctx, tx)
+	}
 	return rec, created, err
 }
 
@@ -580,7 +586,7 @@ func (s *Store) Update(ctx context.Context, p Project, sel Selector, patch Patch
 			return err
 		}
 		// The transaction is this update's alone: no savepoint needed.
-		rec, _, err = s.putOnce(ctx, tx, p, w, "")
+		rec, _, err = s.putAlone(ctx, tx, p, w)
 		return err
 	})
 	return rec, err
