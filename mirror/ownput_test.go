@@ -80,3 +80,34 @@ func TestOwnWritesAnswerAsTheDatabaseWould(t *testing.T) {
 		look("a fact deleted")
 	}
 }
+
+// Two processes take turns rewriting one fact, each right after the other:
+// each must know the other's file before it writes (a state one write
+// behind would call the other's file a hand edit and refuse, or worse,
+// overwrite it), and every rewrite lands.
+func TestTwoProcessesTakeTurnsOnOneFact(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "memory.db")
+	root := t.TempDir()
+	a := newWSAt(t, root, mustOpen(t, dbPath))
+	b := newWSAt(t, root, mustOpen(t, dbPath))
+	a.put(memory.Semantic, "shared", "", "Version 0.")
+	for i := 1; i <= 20; i++ {
+		w := a
+		if i%2 == 0 {
+			w = b
+		}
+		if rep := w.sync(); len(rep.Imported)+len(rep.Deleted)+len(rep.Problems) > 0 {
+			t.Fatalf("turn %d: sync: %+v", i, rep)
+		}
+		body := fmt.Sprintf("Version %d.", i)
+		if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "shared", Body: body}); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+		for _, r := range []*ws{a, b} {
+			r.sync()
+			if rec, err := r.peek("shared"); err != nil || rec.Body != body {
+				t.Fatalf("turn %d: a process reads %q, %v; want %q", i, rec.Body, err, body)
+			}
+		}
+	}
+}
