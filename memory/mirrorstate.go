@@ -45,12 +45,14 @@ func fileState(ctx context.Context, tx *sql.Tx, p scope.Identity, stem string) (
 	return &st, nil
 }
 
+// setFileState is the package's setFileState for a Put or an Update: it
+// notes the state recorded for the write's ownPut.
 func (s *Store) setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
-	if st.FileID == st.ID {
-		st.FileID = ""
-	}
 	if err := setFileState(ctx, tx, p, st); err != nil {
 		return err
+	}
+	if st.FileID == st.ID {
+		st.FileID = "" // as recorded
 	}
 	s.noteOwnState(p, st)
 	return nil
@@ -455,11 +457,12 @@ type MirrorChanges struct {
 // statement, so it is one consistent view.
 func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
 	token, known := s.changeToken(ctx)
-	if since >= 0 && known {
-		if v, ok := s.seen.get(p, token); ok && v.version == since {
+	if v, ok := s.seen.get(p, token); since >= 0 && known && ok {
+		switch {
+		case v.version == since:
 			return MirrorChanges{Version: since, Changed: map[string]FileState{}}, nil
-		} else if ok && v.ahead && v.from == since {
-			// This process's own Put, the one commit since the last look.
+		case v.ahead && v.from == since:
+			// This process's own write, the one commit since the last look.
 			out := MirrorChanges{Version: v.version, Changed: make(map[string]FileState, len(v.states))}
 			for _, st := range v.states {
 				out.Changed[st.Stem] = st
@@ -557,17 +560,19 @@ func (m *mirrorSeen) put(p scope.Identity, v seenVersion) {
 // 25 µs), and after a note, that nothing changed. ownPut spares that read
 // when the write's own commit is all that happened since the last one:
 //
-//   - Put arms it inside its transaction, holding the write lock, so no
-//     other process can commit: the change token then (t0) is the one the
-//     last read left (seen at version v0), or nothing is done;
-//   - each file state the Put records is noted;
+//   - a Put or an Update (putAlone) arms it inside its transaction,
+//     holding the write lock, so no other process can commit: the change
+//     token then (t0) is the one the last read left (seen at version v0),
+//     or nothing is done;
+//   - each file state the write records is noted;
 //   - before the commit, the project's version is read back: it must be
 //     v0 plus one for each state noted (the triggers add one for each row
 //     changed), or some other change was made and nothing is done;
 //   - after the commit, the token is read again (t1): its commit counter
 //     (the log index header's iChange, which every commit of any process
-//     adds one to, and nothing else does) must be t0's plus one, so the
-//     commit was this one alone. Then the state at t1 is v0's with the
+//     adds one to, and nothing else adds to; a rebuilt index starts it
+//     again from 0) must be t0's plus one, so the commit was this one
+//     alone. Then the state at t1 is v0's with the
 //     states noted written over it, and MirrorChangesSince answers from it.
 //
 // Where any of this cannot be told (PostgreSQL, no readable log index, a
@@ -601,7 +606,7 @@ func (s *Store) armOwnPut(ctx context.Context, p scope.Identity) {
 	s.ownPut = ownPut{armed: true, p: p, t0: t0, v0: v0}
 }
 
-// noteOwnState notes a file state recorded for p by the Put under way.
+// noteOwnState notes a file state recorded for p by the write under way.
 func (s *Store) noteOwnState(p scope.Identity, st FileState) {
 	o := &s.ownPut
 	if !o.armed {
@@ -614,9 +619,9 @@ func (s *Store) noteOwnState(p scope.Identity, st FileState) {
 	o.states = append(o.states, st)
 }
 
-// checkOwnPut reads p's version back before the commit of the Put under
-// way; it spoils the ownPut if the version did not move by one for each
-// state noted.
+// checkOwnPut reads p's version back before the commit of the write
+// under way; it spoils the ownPut if the version did not move by one for
+// each state noted.
 func (s *Store) checkOwnPut(ctx context.Context, tx *sql.Tx) {
 	o := &s.ownPut
 	if !o.armed || o.spoilt {
@@ -631,8 +636,8 @@ func (s *Store) checkOwnPut(ctx context.Context, tx *sql.Tx) {
 	}
 }
 
-// ownPutCommitted records the state the committed Put left, if its commit
-// was the only one since it was armed.
+// ownPutCommitted records the state the committed write left, if its
+// commit was the only one since it was armed.
 func (s *Store) ownPutCommitted(ctx context.Context) {
 	o := s.ownPut
 	s.ownPut = ownPut{}
