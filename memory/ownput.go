@@ -25,8 +25,8 @@ import (
 //     (the log index header's iChange, which every commit of any process
 //     adds one to, and nothing else adds to; a rebuilt index starts it
 //     again from 0) must be t0's plus one, so the commit was this one
-//     alone. Then the state at t1 is v0's with the
-//     states noted written over it, and MirrorChangesSince answers from it.
+//     alone. Then the state at t1 is v0's with the states noted written
+//     over it, and MirrorChangesSince answers from it.
 //
 // Where any of this cannot be told (PostgreSQL, no readable log index, a
 // state noted for another project) MirrorChangesSince reads as before.
