@@ -65,6 +65,16 @@ func TestResidentSplitReported(t *testing.T) {
 			t.Errorf("implausible share %s MiB:\n%s", v, out.String())
 		}
 	}
+
+	// And with the figures of each operation.
+	out.Reset()
+	args = []string{"-n", "10", "-files", "2", "-ops", "3", "-starts", "1", "-run", `memory_read \(key`}
+	if err := run(context.Background(), args, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`Server peak RSS \(VmHWM\): [0-9.]+ MiB \([0-9.]+ MiB: [0-9.]+ MiB anonymous, [0-9.]+ MiB mapped from files at the end\)`).MatchString(out.String()) {
+		t.Fatalf("no split of the resident set in the report:\n%s", out.String())
+	}
 }
 
 func TestParseStatus(t *testing.T) {
