@@ -45,10 +45,17 @@ func fileState(ctx context.Context, tx *sql.Tx, p scope.Identity, stem string) (
 	return &st, nil
 }
 
-func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
+// storedState is st as mirror_files keeps it: no file id that is the
+// record's own.
+func storedState(st FileState) FileState {
 	if st.FileID == st.ID {
 		st.FileID = ""
 	}
+	return st
+}
+
+func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
+	st = storedState(st)
 	_, err := tx.ExecContext(ctx, `INSERT INTO mirror_files (project, stem, size, mtime, hash, record_id, ctime, file_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project, stem) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, hash = excluded.hash,
 			record_id = excluded.record_id, ctime = excluded.ctime, file_id = excluded.file_id`,
@@ -444,17 +451,19 @@ type MirrorChanges struct {
 // statement, so it is one consistent view.
 func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
 	token, known := s.changeToken(ctx)
-	if v, ok := s.seen.get(p, token); since >= 0 && known && ok {
-		switch {
-		case v.version == since:
-			return MirrorChanges{Version: since, Changed: map[string]FileState{}}, nil
-		case v.ahead && v.from == since:
-			// This process's own write, the one commit since the last look.
-			out := MirrorChanges{Version: v.version, Changed: make(map[string]FileState, len(v.states))}
-			for _, st := range v.states {
-				out.Changed[st.Stem] = st
+	if since >= 0 && known {
+		if v, ok := s.seen.get(p, token); ok {
+			switch {
+			case v.version == since:
+				return MirrorChanges{Version: since, Changed: map[string]FileState{}}, nil
+			case v.ahead && v.from == since:
+				// This process's own write, the one commit since the last look.
+				out := MirrorChanges{Version: v.version, Changed: make(map[string]FileState, len(v.states))}
+				for _, st := range v.states {
+					out.Changed[st.Stem] = st
+				}
+				return out, nil
 			}
-			return out, nil
 		}
 	}
 	rows, err := s.db.QueryContext(ctx, `

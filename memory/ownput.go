@@ -114,9 +114,6 @@ func (s *Store) setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, 
 	if err := setFileState(ctx, tx, p, st); err != nil {
 		return err
 	}
-	if st.FileID == st.ID {
-		st.FileID = "" // as recorded
-	}
-	s.noteOwnState(p, st)
+	s.noteOwnState(p, storedState(st))
 	return nil
 }

@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -41,20 +40,7 @@ func attackMirror(t *testing.T, seed uint64, steps int) {
 	look := func(step string) {
 		t.Helper()
 		for _, w := range procs {
-			got, err := w.st.MirrorChangesSince(w.ctx, w.p, since[w])
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := asks.MirrorChangesSince(w.ctx, w.p, since[w])
-			if err != nil {
-				t.Fatal(err)
-			}
-			slices.Sort(got.Gone)
-			slices.Sort(want.Gone)
-			if got.Version != want.Version || !maps.Equal(got.Changed, want.Changed) || !slices.Equal(got.Gone, want.Gone) {
-				t.Fatalf("seed %d, %s: since %d told %+v, the database says %+v", seed, step, since[w], got, want)
-			}
-			since[w] = got.Version
+			since[w] = toldAsTheDatabase(t, fmt.Sprintf("seed %d, %s", seed, step), w, asks, since[w])
 		}
 	}
 	keys := []string{"alpha", "beta", "gamma", "delta", "eps"}

@@ -28,20 +28,7 @@ func TestOwnWritesAnswerAsTheDatabaseWould(t *testing.T) {
 	since := int64(-1)
 	look := func(step string) {
 		t.Helper()
-		got, err := a.st.MirrorChangesSince(a.ctx, a.p, since)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := asks.MirrorChangesSince(a.ctx, a.p, since)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(got.Gone)
-		slices.Sort(want.Gone)
-		if got.Version != want.Version || !maps.Equal(got.Changed, want.Changed) || !slices.Equal(got.Gone, want.Gone) {
-			t.Fatalf("%s: the writer was told %+v, the database says %+v", step, got, want)
-		}
-		since = got.Version
+		since = toldAsTheDatabase(t, step, a, asks, since)
 		if rep := a.sync(); len(rep.Imported)+len(rep.Renamed)+len(rep.Deleted)+len(rep.Problems) > 0 {
 			t.Fatalf("%s: sync: %+v", step, rep)
 		}
@@ -110,4 +97,26 @@ func TestTwoProcessesTakeTurnsOnOneFact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// toldAsTheDatabase checks that what w's store says changed in w's
+// mirror state since version since is what asks, a store that never
+// writes (so every answer of its comes from the database), says; it
+// returns the version now.
+func toldAsTheDatabase(t *testing.T, step string, w *ws, asks *memory.Store, since int64) int64 {
+	t.Helper()
+	got, err := w.st.MirrorChangesSince(w.ctx, w.p, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := asks.MirrorChangesSince(w.ctx, w.p, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got.Gone)
+	slices.Sort(want.Gone)
+	if got.Version != want.Version || !maps.Equal(got.Changed, want.Changed) || !slices.Equal(got.Gone, want.Gone) {
+		t.Fatalf("%s: since %d told %+v, the database says %+v", step, since, got, want)
+	}
+	return got.Version
 }
