@@ -115,3 +115,46 @@ func TestOwnPutVersionMustAddUp(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A checkpoint that empties the log rewrites the log index header without
+// a commit: run the instant after a Put's commit, alone or around another
+// process's commit, the answers stay the database's.
+func TestOwnPutAcrossACheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	a, b := openPath(t, path), openPath(t, path)
+	p := projA.ID
+	seen, err := a.MirrorChangesSince(ctx, p, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0 := seen.Version
+	truncate := func() {
+		var busy, frames, done int
+		if err := b.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
+			t.Fatalf("checkpoint: busy %d, %v", busy, err)
+		}
+	}
+	a.afterCommit = func() { a.afterCommit = nil; truncate() }
+	put(t, a, projA, Write{Scope: scope.Project, Type: Working, Key: "note-1", Body: "A note."})
+	// The checkpoint made no commit: the state is still known.
+	if tok, ok := a.changeToken(ctx); !ok || a.seen.at(p, tok) != v0 {
+		t.Fatalf("after a note and a checkpoint, the state at the new token is %d, want %d", a.seen.at(p, tok), v0)
+	}
+	if ch, err := a.MirrorChangesSince(ctx, p, v0); err != nil || ch.Version != v0 || len(ch.Changed)+len(ch.Gone) != 0 {
+		t.Fatalf("after a note and a checkpoint: %+v, %v; want nothing changed", ch, err)
+	}
+	a.afterCommit = func() {
+		a.afterCommit = nil
+		truncate()
+		otherFile(t, b, p, "theirs")
+		truncate()
+	}
+	put(t, a, projA, Write{Scope: scope.Project, Type: Working, Key: "note-2", Body: "Another note."})
+	ch, err := a.MirrorChangesSince(ctx, p, v0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ch.Changed["theirs"]; !ok || ch.Version != v0+1 {
+		t.Fatalf("another process's commit between two checkpoints was missed: %+v", ch)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"prom.codes/memory-mcp/memory"
@@ -39,6 +40,21 @@ func TestOwnWritesAnswerAsTheDatabaseWould(t *testing.T) {
 		if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: typ, Key: key, Body: body}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A body far from ASCII, and of some size (keys are ASCII by rule).
+	put(a, memory.Semantic, "cafe-uber-nihon", strings.Repeat("Ünïcödé — 日本語のテキスト. ", 1500))
+	look("a fact in another script")
+	put(a, memory.Semantic, "cafe-uber-nihon", "Short again.")
+	look("that fact rewritten short")
+	// A secret-shaped body is refused before anything is written: nothing
+	// to note, and the next answer is still the database's.
+	if _, _, err := a.st.Put(a.ctx, a.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "cafe-uber-nihon",
+		Body: "token ghp_" + strings.Repeat("a1B2c3D4e5", 3) + "f6G7h8"}); err == nil || !strings.Contains(err.Error(), "secret") {
+		t.Fatalf("a secret-shaped body: %v; want it refused as a secret", err)
+	}
+	look("a secret refused")
+	if !strings.Contains(string(a.read("cafe-uber-nihon.md")), "Short again.") {
+		t.Fatal("the refused write changed the file")
 	}
 	for i := range 3 {
 		put(a, memory.Semantic, fmt.Sprintf("fact-%d", i), "A new fact.")
