@@ -33,8 +33,7 @@ import (
 // profileEnv names a file to write a CPU profile of the whole run to, for
 // finding where a call's time goes under load; it is written when the
 // command ends (for the stdio server, when its input closes). heapEnv
-// names a file for a heap profile written then: what is live at the end
-// and, with -sample_index=alloc_space, what the whole run allocated.
+// names a file for a heap profile written then (see heapprofile.go).
 const (
 	profileEnv = "MEMORY_MCP_CPUPROFILE"
 	heapEnv    = "MEMORY_MCP_HEAPPROFILE"
@@ -42,6 +41,7 @@ const (
 
 func main() {
 	stdioProcessors = oneProcessor
+	stdioMalloc = oneMallocArena
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	endProfile := startProfile(os.Getenv(profileEnv))
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
@@ -94,22 +94,5 @@ func startProfile(path string) func() {
 		if err := f.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "memory-mcp: cpu profile:", err)
 		}
-	}
-}
-
-// writeHeapProfile writes a heap profile to path, if path is set.
-func writeHeapProfile(path string) {
-	if path == "" {
-		return
-	}
-	f, err := os.Create(path)
-	if err == nil {
-		err = pprof.Lookup("heap").WriteTo(f, 0)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "memory-mcp: heap profile:", err)
 	}
 }

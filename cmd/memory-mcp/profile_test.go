@@ -3,45 +3,108 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TestProfilesWrittenWhenTheServerEnds: the CPU and heap profiles named in
-// the environment are written when the stdio server's input closes, as
-// pprof's gzipped protocol buffers holding their sample types.
+// TestProfilesWrittenWhenTheServerEnds: the CPU profile named in the
+// environment is written when the stdio server's input closes, as pprof's
+// gzipped protocol buffer holding its sample types; a heap profile asked
+// of the shipped build is not written, and stderr says why.
 func TestProfilesWrittenWhenTheServerEnds(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
 	cpu, heap := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "heap.out")
 	e.extra = []string{profileEnv + "=" + cpu, heapEnv + "=" + heap}
-	cs := connect(t, e, nil)
+	stderr := writeOnceWith(t, binary, e)
+	hasProfile(t, cpu, "samples", "cpu", "nanoseconds")
+	if _, err := os.Stat(heap); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a heap profile from a build without one: %v", err)
+	}
+	if !strings.Contains(stderr, "heap profile: not in this build") {
+		t.Errorf("stderr does not say the build has no heap profile: %s", stderr)
+	}
+}
+
+// TestHeapProfileInAHeapprofileBuild: built with -tags heapprofile, the
+// server writes the heap profile named in the environment when it ends.
+func TestHeapProfileInAHeapprofileBuild(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "memory-mcp")
+	build := exec.Command("go", "build", "-tags", "heapprofile", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	e := newEnv(t)
+	heap := filepath.Join(t.TempDir(), "heap.out")
+	e.extra = []string{heapEnv + "=" + heap}
+	writeOnceWith(t, bin, e)
+	hasProfile(t, heap, "alloc_space", "inuse_space", "bytes")
+}
+
+// TestShippedBuildDoesNotSampleTheHeap: nothing in the shipped binary
+// reads the runtime's heap profile, so the linker turns its sampling off
+// (and its table of call stacks is never made).
+func TestShippedBuildDoesNotSampleTheHeap(t *testing.T) {
+	out, err := exec.Command("go", "tool", "nm", binary).Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	if bytes.Contains(out, []byte(" runtime.memProfileInternal\n")) {
+		t.Error("the binary can read the heap profile: every run samples the heap")
+	}
+	if !bytes.Contains(out, []byte(" runtime.disableMemoryProfiling\n")) {
+		t.Error("no runtime.disableMemoryProfiling in the symbols: the check above proves nothing")
+	}
+}
+
+// writeOnceWith starts bin as e's stdio server, writes one fact through a
+// real client, closes its input and returns what it wrote to stderr.
+func writeOnceWith(t *testing.T, bin string, e env) string {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env, cmd.Dir = e.vars(), e.root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr: %s", err, stderr.String())
+	}
 	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "profiled", "body": "Written while profiling."})
 	if err := cs.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string][]string{
-		cpu:  {"samples", "cpu", "nanoseconds"},
-		heap: {"alloc_space", "inuse_space", "bytes"},
-	} {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("profile not written: %v", err)
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			t.Fatalf("%s: not gzipped: %v", filepath.Base(path), err)
-		}
-		raw, err := io.ReadAll(zr)
-		if err != nil {
-			t.Fatalf("%s: %v", filepath.Base(path), err)
-		}
-		for _, s := range want {
-			if !bytes.Contains(raw, []byte(s)) {
-				t.Errorf("%s: no %q in the profile", filepath.Base(path), s)
-			}
+	return stderr.String()
+}
+
+// hasProfile fails t unless path holds a gzipped pprof profile naming
+// each of want.
+func hasProfile(t *testing.T, path string, want ...string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("profile not written: %v", err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("%s: not gzipped: %v", filepath.Base(path), err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", filepath.Base(path), err)
+	}
+	for _, s := range want {
+		if !bytes.Contains(raw, []byte(s)) {
+			t.Errorf("%s: no %q in the profile", filepath.Base(path), s)
 		}
 	}
 }

@@ -74,6 +74,9 @@ Press Ctrl-C to stop.
 	if stdioProcessors != nil {
 		stdioProcessors(c.getenv)
 	}
+	if stdioMalloc != nil {
+		stdioMalloc(c.getenv)
+	}
 	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return serve(c.ctx, a, log, c.stdin, c.stdout) })
 }
 
@@ -81,6 +84,10 @@ Press Ctrl-C to stop.
 // runs on. main sets it (see oneProcessor); tests that serve inside their
 // own process leave it nil, so as not to change theirs.
 var stdioProcessors func(getenv func(string) string)
+
+// stdioMalloc sets how the C allocator keeps the stdio server's SQLite
+// memory (see oneMallocArena); nil in tests, as stdioProcessors.
+var stdioMalloc func(getenv func(string) string) bool
 
 func runRead(c *cli, args []string) error {
 	f := newFlags(c, "read").withJSON()
