@@ -41,7 +41,6 @@ const (
 
 func main() {
 	stdioProcessors = oneProcessor
-	stdioMalloc = oneMallocArena
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	endProfile := startProfile(os.Getenv(profileEnv))
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)

@@ -8,13 +8,19 @@ package main
 #include <stdlib.h>
 #include <string.h>
 
-static int one_malloc_arena(void) {
+static int arena_limited;
+
+// one_malloc_arena runs when the program is loaded, before the Go runtime
+// starts a thread: see oneMallocArena.
+__attribute__((constructor)) static void one_malloc_arena(void) {
 #if defined(__GLIBC__) && defined(M_ARENA_MAX)
-	return mallopt(M_ARENA_MAX, 1);
-#else
-	return 0;
+	const char *tunables = getenv("GLIBC_TUNABLES");
+	if (getenv("MALLOC_ARENA_MAX") != NULL || (tunables != NULL && strstr(tunables, "arena_max") != NULL)) return;
+	arena_limited = mallopt(M_ARENA_MAX, 1) == 1;
 #endif
 }
+
+static int malloc_arena_limited(void) { return arena_limited; }
 
 // malloc_arenas counts glibc's arenas from malloc_info's report, -1 where
 // there is none.
@@ -37,22 +43,22 @@ static int malloc_arenas(void) {
 */
 import "C"
 
-// oneMallocArena has the C allocator, which SQLite allocates through,
-// keep one arena for the whole process, unless the MALLOC_ARENA_MAX
-// variable says otherwise, and reports whether it did. glibc gives each
-// thread that allocates while another holds the lock an arena of its own,
-// up to eight per core; the Go runtime runs C calls on whichever thread
-// is free, so a stdio server's SQLite memory ended up spread over seven
-// arenas, each keeping its own free pages: 3.6 MB resident where one
-// arena holds 2.9. With one processor (oneProcessor) there is next to no
-// lock to contend for. It must run before SQLite allocates; the threads
-// the runtime starts before main allocate nothing through malloc.
-func oneMallocArena(getenv func(string) string) bool {
-	if getenv("MALLOC_ARENA_MAX") != "" {
-		return false
-	}
-	return C.one_malloc_arena() == 1
-}
+// oneMallocArena reports whether the C allocator, which SQLite allocates
+// through, keeps one arena for the whole process: it does unless the
+// MALLOC_ARENA_MAX variable or a glibc.malloc.arena_max tunable says
+// otherwise. glibc gives each thread that allocates an arena of its own,
+// up to eight per core, and the Go runtime runs C calls on whichever
+// thread is free, so a stdio server's SQLite memory ended up spread over
+// seven arenas, each keeping free pages of its own: 3.6 MB resident
+// where one arena holds 2.9. The limit is set when the program is loaded:
+// a thread that has allocated keeps its arena, and the runtime's threads
+// allocate (each thread it starts is handed its arguments in malloc'd
+// memory) before main runs. The stdio server runs on one processor (see
+// oneProcessor), so there is next to no lock to contend for; the team
+// server's SQLite calls run on several, but most of SQLite's small
+// allocations come from its per-connection lookaside and glibc's
+// per-thread cache, which take no arena lock.
+func oneMallocArena() bool { return C.malloc_arena_limited() == 1 }
 
 // mallocArenas is how many arenas the C allocator has, -1 if it cannot
 // tell.

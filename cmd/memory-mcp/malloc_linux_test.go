@@ -9,69 +9,64 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 )
 
 // arenasChild, set in a child test process, makes it run SQLite on eight
-// threads at once and print how many arenas the C allocator made for
-// them; "one" first limits the arenas as the stdio server does.
+// threads at once and print how many arenas the C allocator has then and
+// how many it made for them.
 const arenasChild = "MEMORY_MCP_TEST_ARENAS"
 
-// TestOneMallocArena: in a fresh process, eight new threads each working
-// a SQLite database of their own make glibc no new arena after
-// oneMallocArena, and more without it (the control: the test proves
-// nothing if they would share the old ones anyway). Threads that
-// allocated before keep theirs: the runtime's, which allocate only to
-// start another. A set MALLOC_ARENA_MAX is left to glibc.
+// TestOneMallocArena: in a fresh process, started as an agent starts the
+// server, glibc has one arena, and eight new threads each working a
+// SQLite database of their own make no other; with MALLOC_ARENA_MAX set,
+// the limit is glibc's and the same threads make more (the control: the
+// test proves nothing if they would share one anyway).
 func TestOneMallocArena(t *testing.T) {
-	if mode := os.Getenv(arenasChild); mode != "" {
-		arenasInChild(t, mode)
+	if os.Getenv(arenasChild) != "" {
+		arenasInChild(t)
 		return
 	}
 	if mallocArenas() < 1 {
 		t.Skip("the C allocator is not glibc's")
 	}
-	count := func(mode string) int {
+	run := func(env ...string) (limited bool, arenas, made int) {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestOneMallocArena$", "-test.v")
-		cmd.Env = append(os.Environ(), arenasChild+"="+mode, "MEMORY_MCP_TEST_DIR="+t.TempDir())
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "MALLOC_ARENA_MAX=") && !strings.HasPrefix(kv, "GLIBC_TUNABLES=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, append(env, arenasChild+"=1", "MEMORY_MCP_TEST_DIR="+t.TempDir())...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("child %s: %v\n%s", mode, err, out)
+			t.Fatalf("child %v: %v\n%s", env, err, out)
 		}
-		_, after, found := strings.Cut(string(out), "new arenas=")
+		_, line, found := strings.Cut(string(out), "limited=")
 		if !found {
-			t.Fatalf("child %s printed no count:\n%s", mode, out)
+			t.Fatalf("child %v printed no count:\n%s", env, out)
 		}
-		n, err := strconv.Atoi(strings.Fields(after)[0])
-		if err != nil {
-			t.Fatal(err)
+		var l int
+		if _, err := fmt.Sscanf(line, "%d arenas=%d made=%d", &l, &arenas, &made); err != nil {
+			t.Fatalf("child %v: %v in %q", env, err, line)
 		}
-		return n
+		return l == 1, arenas, made
 	}
-	if n := count("one"); n != 0 {
-		t.Errorf("after oneMallocArena the threads made %d arenas, want none", n)
+	if limited, arenas, made := run(); !limited || arenas != 1 || made != 0 {
+		t.Errorf("as started by an agent: limited %v, %d arenas, %d made by the threads; want true, 1, 0", limited, arenas, made)
 	}
-	if n := count("default"); n < 1 {
-		t.Errorf("without it they made %d; they shared the old ones anyway, so the check above proves nothing", n)
+	if limited, _, made := run("MALLOC_ARENA_MAX=64"); limited || made < 1 {
+		t.Errorf("with MALLOC_ARENA_MAX=64: limited %v, %d arenas made by the threads; want false and some", limited, made)
 	}
-	if oneMallocArena(func(k string) string {
-		if k == "MALLOC_ARENA_MAX" {
-			return "4"
-		}
-		return ""
-	}) {
-		t.Error("limited the arenas although MALLOC_ARENA_MAX was set")
+	if limited, _, made := run("GLIBC_TUNABLES=glibc.malloc.arena_max=64"); limited || made < 1 {
+		t.Errorf("with the arena_max tunable: limited %v, %d arenas made by the threads; want false and some", limited, made)
 	}
 }
 
-func arenasInChild(t *testing.T, mode string) {
-	if mode == "one" && !oneMallocArena(func(string) string { return "" }) {
-		t.Fatal("mallopt refused")
-	}
+func arenasInChild(t *testing.T) {
 	dir := os.Getenv("MEMORY_MCP_TEST_DIR")
 	before := mallocArenas()
 	var start, done sync.WaitGroup
@@ -95,7 +90,12 @@ func arenasInChild(t *testing.T, mode string) {
 			t.Fatal(err)
 		}
 	}
-	fmt.Printf("new arenas=%d\n", mallocArenas()-before)
+	limited := 0
+	if oneMallocArena() {
+		limited = 1
+	}
+	after := mallocArenas()
+	fmt.Printf("limited=%d arenas=%d made=%d\n", limited, after, after-before)
 }
 
 // sqliteWork makes a database and writes to it, allocating through the C

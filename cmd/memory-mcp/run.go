@@ -74,9 +74,6 @@ Press Ctrl-C to stop.
 	if stdioProcessors != nil {
 		stdioProcessors(c.getenv)
 	}
-	if stdioMalloc != nil {
-		stdioMalloc(c.getenv)
-	}
 	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return serve(c.ctx, a, log, c.stdin, c.stdout) })
 }
 
@@ -84,10 +81,6 @@ Press Ctrl-C to stop.
 // runs on. main sets it (see oneProcessor); tests that serve inside their
 // own process leave it nil, so as not to change theirs.
 var stdioProcessors func(getenv func(string) string)
-
-// stdioMalloc sets how the C allocator keeps the stdio server's SQLite
-// memory (see oneMallocArena); nil in tests, as stdioProcessors.
-var stdioMalloc func(getenv func(string) string) bool
 
 func runRead(c *cli, args []string) error {
 	f := newFlags(c, "read").withJSON()
@@ -163,7 +156,7 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	}()
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	stopEmbedding := a.sem.start(ctx)
-	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root, "processors", procs.limited())
+	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root, "processors", procs.limited(), "one_malloc_arena", oneMallocArena())
 	err := serveStdio(ctx, srv, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
 	// database closes; weaving them reads the project's records, which
