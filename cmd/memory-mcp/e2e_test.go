@@ -47,7 +47,7 @@ type env struct {
 	extra          []string
 }
 
-func newEnv(t *testing.T) env {
+func newEnv(t testing.TB) env {
 	t.Helper()
 	home := t.TempDir()
 	root := filepath.Join(t.TempDir(), "workspace")
