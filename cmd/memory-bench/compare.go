@@ -94,8 +94,9 @@ func newStore(tmp string) (store, error) {
 		"PROMETHEUS_WORKSPACE_ROOT=" + root,
 		"MEMORY_FILE_PATH=" + filepath.Join(dir, "memory.jsonl"),
 	}
-	// The Go runtime's own knobs pass through, to measure their effect.
-	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS"} {
+	// The Go runtime's and the C allocator's knobs pass through, to
+	// measure their effect.
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}

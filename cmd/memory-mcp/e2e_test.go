@@ -22,8 +22,16 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata")
 // binary is the real memory-mcp, built once for every end-to-end test.
 var binary string
 
+// arenasChild, set in a child test process, makes it run SQLite on eight
+// threads at once and print how many arenas the C allocator has then and
+// how many it made meanwhile. TestMain builds no binary in such a child.
+const arenasChild = "MEMORY_MCP_TEST_ARENAS"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if os.Getenv(arenasChild) != "" {
+		os.Exit(m.Run()) // a child of TestOneMallocArena: it runs no binary
+	}
 	dir, err := os.MkdirTemp("", "memory-mcp-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
