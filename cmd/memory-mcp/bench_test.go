@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -198,16 +197,8 @@ func BenchmarkStartup(b *testing.B) {
 				e.root, e.db = f.root, f.copyDB(b)
 			}
 			start := func() (*mcp.ClientSession, *strings.Builder) {
-				cmd := exec.Command(binary)
-				cmd.Env, cmd.Dir = e.vars(), e.root
-				var stderr strings.Builder
-				cmd.Stderr = &stderr
-				client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-				cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-				if err != nil {
-					b.Fatalf("connect: %v\n%s", err, stderr.String())
-				}
-				return cs, &stderr
+				cs, _, stderr := startBinary(b, binary, e)
+				return cs, stderr
 			}
 			stop := func(cs *mcp.ClientSession, stderr *strings.Builder) {
 				if err := cs.Close(); err != nil {

@@ -88,6 +88,23 @@ func (e env) command(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startBinary starts bin as e's stdio server and connects a real MCP
+// client to it; the caller closes the session. It returns the command (for
+// its process) and what the server writes to stderr.
+func startBinary(tb testing.TB, bin string, e env) (*mcp.ClientSession, *exec.Cmd, *strings.Builder) {
+	tb.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env, cmd.Dir = e.vars(), e.root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		tb.Fatalf("connect: %v\nstderr: %s", err, stderr.String())
+	}
+	return cs, cmd, &stderr
+}
+
 // connect starts the binary and connects a real MCP client to it over stdio.
 func connect(t *testing.T, e env, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"debug/elf"
 	"errors"
 	"io"
@@ -13,8 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestProfilesWrittenWhenTheServerEnds: the CPU profile named in the
@@ -89,15 +86,7 @@ func TestShippedBuildDoesNotSampleTheHeap(t *testing.T) {
 // real client, closes its input and returns what it wrote to stderr.
 func writeOnceWith(t *testing.T, bin string, e env) string {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env, cmd.Dir = e.vars(), e.root
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-	cs, err := client.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v\nstderr: %s", err, stderr.String())
-	}
+	cs, _, stderr := startBinary(t, bin, e)
 	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "profiled", "body": "Written while profiling."})
 	if err := cs.Close(); err != nil {
 		t.Fatal(err)

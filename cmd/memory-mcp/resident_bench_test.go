@@ -5,12 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
 )
@@ -25,17 +22,9 @@ func BenchmarkResident(b *testing.B) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		b.Skip("no /proc here")
 	}
-	e := newEnv(b)
-	cmd := exec.Command(binary)
-	cmd.Env, cmd.Dir = e.vars(), e.root
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	ctx := context.Background()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		b.Fatalf("connect: %v\n%s", err, stderr.String())
-	}
+	cs, cmd, _ := startBinary(b, binary, newEnv(b))
 	defer cs.Close()
+	ctx := context.Background()
 	c := corpus.New(benchSeed + 5)
 	b.ResetTimer()
 	for i := range b.N {
