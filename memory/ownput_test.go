@@ -19,18 +19,39 @@ func otherFile(tb testing.TB, s *Store, p scope.Identity, stem string) {
 	}
 }
 
+// twoStoresSeen opens two stores on one new database file, as two
+// processes do, and has the first look at projA's mirror state; it
+// returns the version seen.
+func twoStoresSeen(t *testing.T) (a, b *Store, v0 int64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "memory.db")
+	a, b = openPath(t, path), openPath(t, path)
+	seen, err := a.MirrorChangesSince(ctx, projA.ID, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, seen.Version
+}
+
+// sawTheirs fails t with msg unless a is told, since v0, of the file
+// state "theirs" that otherFile recorded, and of nothing after it.
+func sawTheirs(t *testing.T, a *Store, v0 int64, msg string) {
+	t.Helper()
+	ch, err := a.MirrorChangesSince(ctx, projA.ID, v0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ch.Changed["theirs"]; !ok || ch.Version != v0+1 {
+		t.Fatalf("%s: %+v", msg, ch)
+	}
+}
+
 // A Put's own commit spares the next look at the mirror state only if it
 // was the one commit since the last: another process committing the
 // instant after it, before the Put reads the log index again, is seen.
 func TestOwnPutThenAnotherCommitIsNotMissed(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "memory.db")
-	a, b := openPath(t, path), openPath(t, path)
+	a, b, v0 := twoStoresSeen(t)
 	p := projA.ID
-	seen, err := a.MirrorChangesSince(ctx, p, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v0 := seen.Version
 
 	// Alone, the Put's commit moves the token and the state is still
 	// known without a look: what was seen is kept at the new token.
@@ -52,27 +73,15 @@ func TestOwnPutThenAnotherCommitIsNotMissed(t *testing.T) {
 		otherFile(t, b, p, "theirs")
 	}
 	put(t, a, projA, Write{Scope: scope.Project, Type: Working, Key: "note-2", Body: "Another note."})
-	ch, err := a.MirrorChangesSince(ctx, p, v0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := ch.Changed["theirs"]; !ok || ch.Version != v0+1 {
-		t.Fatalf("the other process's file state, committed right after the Put, was missed: %+v", ch)
-	}
+	sawTheirs(t, a, v0, "the other process's file state, committed right after the Put, was missed")
 }
 
 // The version read back before the commit must have moved by one for each
 // file state the Put noted; any other change to the mirror state in the
 // same transaction leaves the next look to the database.
 func TestOwnPutVersionMustAddUp(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "memory.db")
-	a := openPath(t, path)
+	a, _, v0 := twoStoresSeen(t)
 	p := projA.ID
-	seen, err := a.MirrorChangesSince(ctx, p, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v0 := seen.Version
 	if err := a.tx(ctx, func(tx *sql.Tx) error {
 		a.armOwnPut(ctx, p)
 		if !a.ownPut.armed {
@@ -120,14 +129,8 @@ func TestOwnPutVersionMustAddUp(t *testing.T) {
 // a commit: run the instant after a Put's commit, alone or around another
 // process's commit, the answers stay the database's.
 func TestOwnPutAcrossACheckpoint(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "memory.db")
-	a, b := openPath(t, path), openPath(t, path)
+	a, b, v0 := twoStoresSeen(t)
 	p := projA.ID
-	seen, err := a.MirrorChangesSince(ctx, p, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v0 := seen.Version
 	truncate := func() {
 		var busy, frames, done int
 		if err := b.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
@@ -150,11 +153,5 @@ func TestOwnPutAcrossACheckpoint(t *testing.T) {
 		truncate()
 	}
 	put(t, a, projA, Write{Scope: scope.Project, Type: Working, Key: "note-2", Body: "Another note."})
-	ch, err := a.MirrorChangesSince(ctx, p, v0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := ch.Changed["theirs"]; !ok || ch.Version != v0+1 {
-		t.Fatalf("another process's commit between two checkpoints was missed: %+v", ch)
-	}
+	sawTheirs(t, a, v0, "another process's commit between two checkpoints was missed")
 }
