@@ -157,7 +157,9 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	stopEmbedding := a.sem.start(ctx)
 	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root, "processors", procs.limited(), "one_malloc_arena", oneMallocArena())
-	err := serveStdio(ctx, srv, stdin, stdout, log)
+	in, release := pollable(stdin)
+	err := serveStdio(ctx, srv, in, stdout, log)
+	release()
 	// Let the last change reach the saved instructions before the
 	// database closes; weaving them reads the project's records, which
 	// takes longer on a loaded machine. Clients wait 5 s for an exit.

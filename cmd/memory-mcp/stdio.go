@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -76,6 +77,12 @@ type lineFilter struct {
 func (f *lineFilter) run() {
 	tooLong := false
 	for {
+		if f.r.Buffered() == 0 {
+			// What the last line readied runs before a read that may
+			// block, and keep the one processor while it waits, where
+			// the input is not polled (see pollable).
+			runtime.Gosched()
+		}
 		chunk, err := f.r.ReadSlice('\n')
 		if !tooLong && len(f.line)+len(chunk) > maxLine+1 {
 			tooLong, f.line = true, nil

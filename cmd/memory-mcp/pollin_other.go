@@ -1,0 +1,8 @@
+//go:build !unix
+
+package main
+
+import "io"
+
+// pollable returns in as it is: see pollin_unix.go.
+func pollable(in io.Reader) (io.Reader, func()) { return in, func() {} }
