@@ -36,12 +36,12 @@ func rename2(r *os.Root, op, tmp, name string, flags uint) (bool, error) {
 	if strings.Contains(name, "/") || path.Dir(tmp) != tempSub {
 		return false, nil
 	}
-	td, err := r.Open(tempSub)
+	td, err := openIn(r, tempSub)
 	if err != nil {
 		return false, err
 	}
 	defer td.Close()
-	rd, err := r.Open(".")
+	rd, err := openIn(r, ".")
 	if err != nil {
 		return false, err
 	}

@@ -46,6 +46,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"prom.codes/memory-mcp/memory"
@@ -184,37 +185,46 @@ func (d *Dir) logger() *slog.Logger {
 // so no memories", and a dangling link or a vanished workspace must not
 // delete every record.
 func (d *Dir) check() error {
+	_, err := d.checkDirs()
+	return err
+}
+
+// checkDirs is check, and reports whether the directory is there, each
+// step to it a directory and none a symlink.
+func (d *Dir) checkDirs() (whole bool, err error) {
 	if _, err := os.Stat(d.root); err != nil {
-		return fmt.Errorf("workspace root %s: %v", d.root, err)
+		return false, fmt.Errorf("workspace root %s: %v", d.root, err)
 	}
 	p := d.root
+	whole = true
 	for _, name := range strings.Split(relDir, "/") {
 		p = filepath.Join(p, name)
 		rel := func() string { return d.rel(p) } // for errors only: it runs before every call
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return fmt.Errorf("check %s: %v", rel(), err)
+			return false, fmt.Errorf("check %s: %v", rel(), err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
+			whole = false
 			target, err := filepath.EvalSymlinks(p)
 			if err != nil {
-				return fmt.Errorf("%s is a symlink that does not resolve; refusing to use it for memories: %v", rel(), err)
+				return false, fmt.Errorf("%s is a symlink that does not resolve; refusing to use it for memories: %v", rel(), err)
 			}
 			if !within(d.realRoot, target) {
-				return fmt.Errorf("%s is a symlink to %s, outside the workspace %s; refusing to read or write memories there", rel(), target, d.root)
+				return false, fmt.Errorf("%s is a symlink to %s, outside the workspace %s; refusing to read or write memories there", rel(), target, d.root)
 			}
 			if fi, err = os.Stat(target); err != nil {
-				return fmt.Errorf("check %s: %v", rel(), err)
+				return false, fmt.Errorf("check %s: %v", rel(), err)
 			}
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", rel())
+			return false, fmt.Errorf("%s is not a directory", rel())
 		}
 	}
-	return nil
+	return whole, nil
 }
 
 // within reports whether path is root or lies beneath it.
@@ -252,13 +262,25 @@ func fileName(key string) (string, error) {
 	return key + ".md", nil
 }
 
+// openIn opens name in r for reading. O_NONBLOCK changes nothing for a
+// regular file or a directory, and spares the four calls with which Go,
+// on Linux, puts every file it opens in non-blocking mode, offers it to
+// the poller, which refuses such files, and puts it back, on a fact's
+// write that opens two; and a FIFO put in a file's place is not waited
+// on, where opening it blocking would wait for a writer.
+func openIn(r *os.Root, name string) (*os.File, error) {
+	return r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
 // openRoot opens the memories directory as an os.Root, so that no file
 // operation below it can leave it even if a name or a symlink tries to.
 func (d *Dir) openRoot(create bool) (*os.Root, error) {
-	if err := d.check(); err != nil {
+	whole, err := d.checkDirs()
+	if err != nil {
 		return nil, err
 	}
-	if create {
+	// A directory there whole, no symlink on the way, needs no making.
+	if create && !whole {
 		if err := os.MkdirAll(d.path, 0o755); err != nil {
 			return nil, fmt.Errorf("create %s: %w", relDir, err)
 		}
@@ -755,7 +777,7 @@ var errReplaced = errors.New("the file changed while it was being read")
 // file opened must be that same file: if name was swapped for a symlink in
 // between, the read is refused rather than followed.
 func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
-	f, err := r.Open(name)
+	f, err := openIn(r, name)
 	if err != nil {
 		return nil, err
 	}

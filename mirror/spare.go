@@ -167,7 +167,7 @@ func (d *Dir) refill() {
 	// Writes make the temporary directory: made here, in the
 	// background, it could keep a person's rm -r of the directory from
 	// finishing.
-	dir, err := r.Open(tempSub)
+	dir, err := openIn(r, tempSub)
 	if err != nil {
 		return
 	}
@@ -245,7 +245,7 @@ func (d *Dir) spareReady() bool {
 // of r ("." for r's own). It fails with an error matching fs.ErrExist if
 // something has that name already: nothing is ever replaced.
 func (d *Dir) linkIn(r *os.Root, f *os.File, sub, name string) error {
-	dir, err := r.Open(sub)
+	dir, err := openIn(r, sub)
 	if err != nil {
 		return err
 	}

@@ -482,7 +482,7 @@ func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identit
 // Entries of a directory opened in an os.Root come lstat'ed already,
 // relative to the directory: no second stat, no symlink followed.
 func list(r *os.Root) ([]fs.DirEntry, error) {
-	dir, err := r.Open(".")
+	dir, err := openIn(r, ".")
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", relDir, err)
 	}
@@ -901,7 +901,7 @@ func (s *syncer) sweepTempSub(r *os.Root) {
 	if !s.d.exportDue(s.now) {
 		return // as seldom as the export check: once per start, then a minute
 	}
-	dir, err := r.Open(tempSub)
+	dir, err := openIn(r, tempSub)
 	if err != nil {
 		return
 	}
