@@ -396,7 +396,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		if swapped {
-			if was, err := r.ReadFile(tmp); err == nil && !bytes.Equal(was, before) {
+			if was, err := readBack(r, tmp); (err == nil && !bytes.Equal(was, before)) || errors.Is(err, errNotRegular) {
 				// Edited by hand between the read and the swap: the
 				// person's file goes back.
 				if _, err := exchange(r, tmp, name); err != nil {
@@ -435,7 +435,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	if aside != "" {
 		// One that cannot be read back cannot be put back either: the
 		// write stands, so that file and database agree.
-		if was, err := r.ReadFile(aside); err == nil && !bytes.Equal(was, before) {
+		if was, err := readBack(r, aside); (err == nil && !bytes.Equal(was, before)) || errors.Is(err, errNotRegular) {
 			// Edited by hand between the read and the rename: the
 			// person's file goes back.
 			if err := r.Rename(aside, name); err != nil {
@@ -623,7 +623,9 @@ func (d *Dir) edited(op, key string, cur []byte) error {
 	path := relFile(key + ".md")
 	reason := "it changed since the last sync; retry, and the change is imported first"
 	importable := false
-	if _, err := Decode(key, cur); err != nil {
+	if cur == nil {
+		reason = "it is not a regular file"
+	} else if _, err := Decode(key, cur); err != nil {
 		reason = "it cannot be imported: " + err.Error()
 	} else {
 		d.mu.Lock()
@@ -769,6 +771,30 @@ func hash(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// readBack reads name in r, a file a write or a removal just moved aside,
+// whole; a person may have put anything there a moment before: a FIFO is
+// not read (with a writer that never writes, a read would wait for ever
+// with the store's lock held) but is errNotRegular, like any other file
+// that is not a regular one.
+func readBack(r *os.Root, name string) ([]byte, error) {
+	f, err := openIn(r, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	return io.ReadAll(f)
+}
+
+// errNotRegular is readBack's error for a file that is not a regular one.
+var errNotRegular = errors.New("not a regular file")
+
 // errReplaced is readRegular's error for a file that is no longer the one
 // that was listed: something was renamed over it meanwhile.
 var errReplaced = errors.New("the file changed while it was being read")
@@ -852,7 +878,7 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	d.at("aside", key)
-	if was, err := r.ReadFile(aside); err == nil && !bytes.Equal(was, cur) {
+	if was, err := readBack(r, aside); (err == nil && !bytes.Equal(was, cur)) || errors.Is(err, errNotRegular) {
 		// Link, not rename: a file created meanwhile is not replaced.
 		if err := r.Link(aside, name); err != nil {
 			d.logger().Warn("memory file edited by hand as it was removed could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
