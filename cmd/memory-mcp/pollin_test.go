@@ -83,7 +83,7 @@ func TestPollableInput(t *testing.T) {
 		r, w := blockingPipe(t)
 		defer r.Close()
 		defer w.Close()
-		in, release := pollable(r)
+		in, release := pollable(r, nil)
 		if in == io.Reader(r) {
 			t.Fatal("a blocking pipe was left to block the processor")
 		}
@@ -111,7 +111,7 @@ func TestPollableInput(t *testing.T) {
 		a, b := socketPair(t)
 		defer a.Close()
 		defer b.Close()
-		in, release := pollable(b)
+		in, release := pollable(b, nil)
 		if in == io.Reader(b) {
 			t.Fatal("a blocking socket was left to block the processor")
 		}
@@ -141,7 +141,7 @@ func TestPollableInput(t *testing.T) {
 		}
 		defer r.Close()
 		defer w.Close()
-		in, release := pollable(r)
+		in, release := pollable(r, nil)
 		release()
 		if in != io.Reader(r) {
 			t.Fatal("a reader polled already was replaced")
@@ -154,13 +154,13 @@ func TestPollableInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		if in, release := pollable(f); in != io.Reader(f) {
+		if in, release := pollable(f, nil); in != io.Reader(f) {
 			t.Fatal("a regular file was replaced")
 		} else {
 			release()
 		}
 		sr := strings.NewReader("x")
-		if in, release := pollable(sr); in != io.Reader(sr) {
+		if in, release := pollable(sr, nil); in != io.Reader(sr) {
 			t.Fatal("a reader that is no file was replaced")
 		} else {
 			release()
@@ -241,22 +241,49 @@ func endsCleanly(t *testing.T, cs *mcp.ClientSession, cmd *exec.Cmd, stderr *str
 }
 
 // TestStdioOverASocket runs the server as Node starts a child, the way
-// most agents are: stdin and stdout one end of a socket pair. It answers
-// over it, ends when the client closes its end, and leaves the socket's
-// description blocking, as it was given, for whoever shares it.
+// most agents are: stdin and stdout each one end of a socket pair. It
+// answers over them, ends when the client shuts its side of stdin, and
+// leaves stdin's description blocking, as it was given, for whoever
+// shares it.
 func TestStdioOverASocket(t *testing.T) {
 	e := newEnv(t)
-	client, server := socketPair(t)
-	defer server.Close() // kept, to look at the description the server had
-	cs, cmd, stderr := startOver(t, e, server, server, client, socketWriter(t, client))
+	inClient, inServer := socketPair(t)
+	outClient, outServer := socketPair(t)
+	defer inServer.Close() // kept, to look at the description the server had
+	cs, cmd, stderr := startOver(t, e, inServer, outServer, outClient, socketWriter(t, inClient))
+	outServer.Close()
+	inClient.Close() // the client writes through its duplicate
 	exercise(t, cs, "over-a-socket")
-	if !nonBlocking(t, server) {
+	if !nonBlocking(t, inServer) {
 		t.Fatal("the server reads its socket blocking: each read keeps its one processor")
 	}
 	endsCleanly(t, cs, cmd, stderr)
-	if nonBlocking(t, server) {
+	if nonBlocking(t, inServer) {
 		t.Fatal("the server left its stdin's description non-blocking")
 	}
+}
+
+// TestStdioOverOneSocket runs the server with stdin and stdout the same
+// socket, as inetd or socat give them: its description stays blocking,
+// or the answers written to it would fail when it is full instead of
+// waiting; a long answer gets through whole.
+func TestStdioOverOneSocket(t *testing.T) {
+	e := newEnv(t)
+	client, server := socketPair(t)
+	defer server.Close()
+	cs, cmd, stderr := startOver(t, e, server, server, client, socketWriter(t, client))
+	exercise(t, cs, "over-one-socket")
+	if nonBlocking(t, server) {
+		t.Fatal("the server made the socket it also writes to non-blocking")
+	}
+	// An answer longer than the socket's buffer, written while the
+	// client is not reading yet.
+	body := strings.Repeat("A long fact that fills the socket. ", 1800)
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "long-one", "body": body})
+	if got := bodyOf(t, cs, "long-one"); got != strings.TrimSpace(body) {
+		t.Fatalf("read back %d bytes, want %d", len(got), len(strings.TrimSpace(body)))
+	}
+	endsCleanly(t, cs, cmd, stderr)
 }
 
 // TestStdioPipeReadOnItsOwn runs the server on pipes, and checks that it
@@ -330,7 +357,7 @@ func readsOwnNonBlocking(t *testing.T, pid int, p *os.File) bool {
 }
 
 // BenchmarkStdioRoundTrip is a call's round trip to the real server over
-// a pipe and over a socket pair: a ping, which the SDK answers (the cost
+// pipes and over socket pairs (as Node gives a child its stdin and stdout): a ping, which the SDK answers (the cost
 // of reading a line, handing it on and writing the answer), and a
 // project fact's write, which creates its markdown file.
 func BenchmarkStdioRoundTrip(b *testing.B) {
@@ -345,9 +372,12 @@ func BenchmarkStdioRoundTrip(b *testing.B) {
 			inR.Close()
 			outW.Close()
 		} else {
-			client, server := socketPair(b)
-			cs, cmd, _ = startOver(b, e, server, server, client, socketWriter(b, client))
-			server.Close()
+			inClient, inServer := socketPair(b)
+			outClient, outServer := socketPair(b)
+			cs, cmd, _ = startOver(b, e, inServer, outServer, outClient, socketWriter(b, inClient))
+			inServer.Close()
+			outServer.Close()
+			inClient.Close()
 		}
 		b.Run(over+"/ping", func(b *testing.B) {
 			benchMeasure(b, func(ctx context.Context) error { return cs.Ping(ctx, nil) })

@@ -26,8 +26,10 @@ import (
 // it changes nothing for whoever shares the one it was given. A socket
 // (what Node's child processes get) cannot be opened again: its
 // description is put in non-blocking mode and back when reading ends. A
-// terminal, a file or anything else is read as it is.
-func pollable(in io.Reader) (io.Reader, func()) {
+// terminal, a file or anything else is read as it is, and so is a socket
+// that is also out or stderr: the non-blocking mode would be theirs too,
+// and a write to a full socket would fail instead of waiting.
+func pollable(in io.Reader, out io.Writer) (io.Reader, func()) {
 	f, ok := in.(*os.File)
 	if !ok {
 		return in, func() {}
@@ -55,11 +57,24 @@ func pollable(in io.Reader) (io.Reader, func()) {
 			return p, func() { p.Close() }
 		}
 	case fs.ModeSocket:
+		if writesTo(fi, out) || writesTo(fi, os.Stderr) {
+			break
+		}
 		if s, release := nonBlockingSocket(fd, f.Name()); s != nil {
 			return s, release
 		}
 	}
 	return in, func() {}
+}
+
+// writesTo reports whether w is the file fi describes.
+func writesTo(fi fs.FileInfo, w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	wi, err := f.Stat()
+	return err == nil && os.SameFile(fi, wi)
 }
 
 // reopenPipe opens the pipe open as fd, whose information is fi, again,

@@ -157,7 +157,7 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	stopEmbedding := a.sem.start(ctx)
 	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root, "processors", procs.limited(), "one_malloc_arena", oneMallocArena())
-	in, release := pollable(stdin)
+	in, release := pollable(stdin, stdout)
 	err := serveStdio(ctx, srv, in, stdout, log)
 	release()
 	// Let the last change reach the saved instructions before the
