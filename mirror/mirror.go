@@ -269,7 +269,14 @@ func fileName(key string) (string, error) {
 // write that opens two; and a FIFO put in a file's place is not waited
 // on, where opening it blocking would wait for a writer.
 func openIn(r *os.Root, name string) (*os.File, error) {
-	return r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
+		// A lease another process holds (a file server's) makes a
+		// non-blocking open fail where a blocking one waits for it to
+		// be given up; a FIFO never makes an open fail so.
+		f, err = r.Open(name)
+	}
+	return f, err
 }
 
 // openRoot opens the memories directory as an os.Root, so that no file
@@ -396,15 +403,15 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		if swapped {
-			if was, err := readBack(r, tmp); (err == nil && !bytes.Equal(was, before)) || errors.Is(err, errNotRegular) {
+			if was, rerr := readBack(r, tmp); (rerr == nil && !bytes.Equal(was, before)) || errors.Is(rerr, errNotRegular) {
 				// Edited by hand between the read and the swap: the
 				// person's file goes back.
 				if _, err := exchange(r, tmp, name); err != nil {
 					d.logger().Warn("memory file edited by hand as it was written could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(tmp), "err", err)
-					return memory.FileState{}, nil, d.edited("write", rec.Key, was)
+					return memory.FileState{}, nil, d.editedAside("write", rec.Key, was, rerr)
 				}
 				r.Remove(tmp)
-				return memory.FileState{}, nil, d.edited("write", rec.Key, was)
+				return memory.FileState{}, nil, d.editedAside("write", rec.Key, was, rerr)
 			}
 			r.Remove(tmp)
 			return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
@@ -435,14 +442,14 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	if aside != "" {
 		// One that cannot be read back cannot be put back either: the
 		// write stands, so that file and database agree.
-		if was, err := readBack(r, aside); (err == nil && !bytes.Equal(was, before)) || errors.Is(err, errNotRegular) {
+		if was, rerr := readBack(r, aside); (rerr == nil && !bytes.Equal(was, before)) || errors.Is(rerr, errNotRegular) {
 			// Edited by hand between the read and the rename: the
 			// person's file goes back.
 			if err := r.Rename(aside, name); err != nil {
 				d.logger().Warn("memory file edited by hand as it was written could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
 				aside = "" // kept for the person
 			}
-			return memory.FileState{}, nil, d.edited("write", rec.Key, was)
+			return memory.FileState{}, nil, d.editedAside("write", rec.Key, was, rerr)
 		}
 	}
 	return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
@@ -623,9 +630,7 @@ func (d *Dir) edited(op, key string, cur []byte) error {
 	path := relFile(key + ".md")
 	reason := "it changed since the last sync; retry, and the change is imported first"
 	importable := false
-	if cur == nil {
-		reason = "it is not a regular file"
-	} else if _, err := Decode(key, cur); err != nil {
+	if _, err := Decode(key, cur); err != nil {
 		reason = "it cannot be imported: " + err.Error()
 	} else {
 		d.mu.Lock()
@@ -637,6 +642,22 @@ func (d *Dir) edited(op, key string, cur []byte) error {
 			importable = true
 		}
 	}
+	return conflict(op, path, reason, importable)
+}
+
+// editedAside is edited for a file a write or a removal moved aside and
+// read back (readBack) as was, with err: one that is not a regular file
+// is said to be so.
+func (d *Dir) editedAside(op, key string, was []byte, err error) error {
+	if errors.Is(err, errNotRegular) {
+		return conflict(op, relFile(key+".md"), "it is not a regular file", false)
+	}
+	return d.edited(op, key, was)
+}
+
+// conflict is edited's error for the file at path, with why it was not
+// imported.
+func conflict(op, path, reason string, importable bool) error {
 	verb := "overwrite"
 	if op == "remove" {
 		verb = "delete"
@@ -777,6 +798,11 @@ func hash(data []byte) string {
 // with the store's lock held) but is errNotRegular, like any other file
 // that is not a regular one.
 func readBack(r *os.Root, name string) ([]byte, error) {
+	// Looked at first: a socket or a symlink leading out of the
+	// directory cannot be opened, and is no more the tool's file.
+	if fi, err := r.Lstat(name); err == nil && !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
 	f, err := openIn(r, name)
 	if err != nil {
 		return nil, err
@@ -878,14 +904,20 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	d.at("aside", key)
-	if was, err := readBack(r, aside); (err == nil && !bytes.Equal(was, cur)) || errors.Is(err, errNotRegular) {
-		// Link, not rename: a file created meanwhile is not replaced.
-		if err := r.Link(aside, name); err != nil {
-			d.logger().Warn("memory file edited by hand as it was removed could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
-		} else {
+	if was, rerr := readBack(r, aside); (rerr == nil && !bytes.Equal(was, cur)) || errors.Is(rerr, errNotRegular) {
+		// Link, not rename: a file created meanwhile is not replaced. A
+		// directory cannot be linked: it is renamed back, where nothing
+		// was created meanwhile.
+		err := r.Link(aside, name)
+		if err == nil {
 			r.Remove(aside)
+		} else if !errors.Is(err, fs.ErrExist) {
+			err = renameNoReplace(r, aside, name)
 		}
-		return nil, d.edited("remove", key, was)
+		if err != nil {
+			d.logger().Warn("memory file edited by hand as it was removed could not be put back; the edit is in the temporary directory", "path", relFile(name), "temporary", relFile(aside), "err", err)
+		}
+		return nil, d.editedAside("remove", key, was, rerr)
 	}
 	if err := r.Remove(aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)

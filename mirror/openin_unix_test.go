@@ -5,8 +5,10 @@ package mirror
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +157,92 @@ func TestFIFOSwappedInAsAToolRemovesIsKept(t *testing.T) {
 	}
 	if fi, err := os.Lstat(w.path("fact.md")); err != nil || fi.Mode().Type() != fs.ModeNamedPipe {
 		t.Errorf("fact.md after the removal: %v, %v; want the FIFO put back", fi, err)
+	}
+}
+
+// TestOtherThingsSwappedInAreKept: whatever a person puts in a file's
+// place as a tool writes or removes it (a socket, a symlink leading out of
+// the directory, a directory) is theirs: the call returns a conflict
+// saying it is not a regular file, and the thing is back in its place,
+// where before a socket and a symlink were deleted or overwritten (they
+// could not be opened to be read back) and a directory was left in the
+// temporary directory.
+func TestOtherThingsSwappedInAreKept(t *testing.T) {
+	kinds := map[string]struct {
+		make func(t *testing.T, path string)
+		is   func(fs.FileInfo) bool
+	}{
+		"socket": {
+			make: func(t *testing.T, path string) {
+				short, err := os.MkdirTemp("", "s")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(short) })
+				l, err := net.Listen("unix", filepath.Join(short, "s"))
+				if err != nil {
+					t.Skipf("no Unix socket here: %v", err)
+				}
+				t.Cleanup(func() { l.Close() })
+				if err := os.Rename(filepath.Join(short, "s"), path); err != nil {
+					t.Fatal(err)
+				}
+			},
+			is: func(fi fs.FileInfo) bool { return fi.Mode().Type() == fs.ModeSocket },
+		},
+		"symlink out": {
+			make: func(t *testing.T, path string) {
+				out := filepath.Join(t.TempDir(), "elsewhere.md")
+				if err := os.WriteFile(out, []byte("Not a memory.\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(out, path); err != nil {
+					t.Fatal(err)
+				}
+			},
+			is: func(fi fs.FileInfo) bool { return fi.Mode().Type() == fs.ModeSymlink },
+		},
+		"directory": {
+			make: func(t *testing.T, path string) {
+				if err := os.Mkdir(path, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			},
+			is: func(fi fs.FileInfo) bool { return fi.IsDir() },
+		},
+	}
+	for name, k := range kinds {
+		for _, op := range []string{"write", "remove"} {
+			t.Run(name+"/"+op, func(t *testing.T) {
+				w := newWS(t)
+				w.put(memory.Semantic, "fact", "", "Old.")
+				at := "aside"
+				if op == "remove" {
+					at = "checked" // the removal moves the file aside itself
+				}
+				w.dir.hook = func(got, key string) {
+					if got != at {
+						return
+					}
+					w.dir.hook = nil
+					if err := os.Remove(w.path("fact.md")); err != nil {
+						t.Fatal(err)
+					}
+					k.make(t, w.path("fact.md"))
+				}
+				var err error
+				if op == "write" {
+					_, err = w.update("fact", "From a tool.")
+				} else {
+					err = w.del(w.ctx, "fact")
+				}
+				if !errors.Is(err, memory.ErrConflict) || !strings.Contains(err.Error(), "not a regular file") {
+					t.Errorf("%s: %v, want a conflict saying it is not a regular file", op, err)
+				}
+				if fi, err := os.Lstat(w.path("fact.md")); err != nil || !k.is(fi) {
+					t.Errorf("fact.md after the %s: %v, %v; want the %s put back", op, fi, err, name)
+				}
+			})
+		}
 	}
 }

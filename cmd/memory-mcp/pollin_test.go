@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !aix
 
 package main
 
@@ -260,6 +260,43 @@ func TestStdioOverASocket(t *testing.T) {
 	endsCleanly(t, cs, cmd, stderr)
 	if nonBlocking(t, inServer) {
 		t.Fatal("the server left its stdin's description non-blocking")
+	}
+}
+
+// TestStdioSocketPutBackOnHangup: a server that ends on a hangup (its
+// terminal or session went) still puts its stdin's description back.
+func TestStdioSocketPutBackOnHangup(t *testing.T) {
+	e := newEnv(t)
+	inClient, inServer := socketPair(t)
+	outClient, outServer := socketPair(t)
+	defer inServer.Close()
+	cs, cmd, stderr := startOver(t, e, inServer, outServer, outClient, socketWriter(t, inClient))
+	defer cs.Close()
+	outServer.Close()
+	inClient.Close()
+	exercise(t, cs, "before-a-hangup")
+	if !nonBlocking(t, inServer) {
+		t.Fatal("the server reads its socket blocking")
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("server ended on a hangup with %v\nstderr: %s", err, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("server did not end on a hangup\nstderr: %s", stderr.String())
+	}
+	if nonBlocking(t, inServer) {
+		t.Fatal("a hangup left the server's stdin non-blocking")
+	}
+	if strings.Contains(stderr.String(), "level=ERROR") {
+		t.Fatalf("a hangup logged an error:\n%s", stderr.String())
 	}
 }
 

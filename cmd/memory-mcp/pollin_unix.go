@@ -1,4 +1,4 @@
-//go:build unix
+//go:build unix && !aix
 
 package main
 
@@ -99,21 +99,22 @@ func reopenPipe(fd int, fi fs.FileInfo) *os.File {
 // socket open as fd, a blocking one: it puts the socket's description in
 // non-blocking mode, and returns what puts it back; or nil.
 func nonBlockingSocket(fd int, name string) (*os.File, func()) {
-	fd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
 		return nil, nil
 	}
-	s := os.NewFile(uintptr(fd), name) // non-blocking: pollable
+	s := os.NewFile(uintptr(dup), name) // non-blocking: pollable
 	return s, func() {
-		// The description is shared with f, and with whoever else was
-		// given it: leave it as it came.
-		if c, err := s.SyscallConn(); err == nil {
-			c.Control(func(fd uintptr) { unix.SetNonblock(int(fd), false) })
-		}
+		// Closed first: a read still waiting in the poller ends, where
+		// one started after the mode went back would wait in the kernel
+		// and keep the close waiting with it. Then the description,
+		// shared with fd and with whoever else was given it, is left as
+		// it came (a server killed before this leaves it non-blocking).
 		s.Close()
+		unix.SetNonblock(fd, false)
 	}
 }

@@ -88,6 +88,15 @@ func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= h.min && h.Handler.Enabled(ctx, l)
 }
 
+// Handle passes r on, except the SDK's error that its run was cancelled:
+// that is the server stopping on a signal, which is no error.
+func (h minLevel) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "server run cancelled" {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
 func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
 	return minLevel{h.Handler.WithAttrs(as), h.min}
 }

@@ -51,6 +51,9 @@ func serveConn(ctx context.Context, s *mcp.Server, c *stdioConn, in io.Reader, l
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 		return nil
 	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil // stopped by a signal: calls running were waited for
+	}
 	return err
 }
 
