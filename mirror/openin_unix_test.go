@@ -61,117 +61,35 @@ func TestReadRegularDoesNotWaitOnAFIFO(t *testing.T) {
 	}
 }
 
-// TestFIFOSwappedInAsAToolReplacesIsKept: a FIFO put in a file's place at
-// the very moment a tool's write replaces the file, with a writer that
-// never writes, is the person's: the write returns a conflict at once,
-// instead of reading the FIFO for ever with the store's lock held, and
-// the FIFO is back in its place.
-func TestFIFOSwappedInAsAToolReplacesIsKept(t *testing.T) {
-	w := newWS(t)
-	w.put(memory.Semantic, "fact", "", "Old.")
-	var writer *os.File
-	defer func() {
-		if writer != nil {
-			writer.Close()
-		}
-	}()
-	w.dir.hook = func(at, key string) {
-		if at != "aside" {
-			return
-		}
-		w.dir.hook = nil
-		fifo := w.path(".fact.fifo")
-		if err := unix.Mkfifo(fifo, 0o644); err != nil {
-			t.Skipf("no FIFO here: %v", err)
-		}
-		var err error
-		if writer, err = os.OpenFile(fifo, os.O_RDWR, 0); err != nil { // a writer that never writes
-			t.Fatal(err)
-		}
-		if err := os.Rename(fifo, w.path("fact.md")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := w.update("fact", "From a tool.")
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, memory.ErrConflict) {
-			t.Errorf("write: %v, want a conflict", err)
-		}
-	case <-time.After(10 * time.Second):
-		writer.Write([]byte("x")) // let the stuck read go
-		writer.Close()
-		writer = nil
-		t.Fatal("the write waited on the FIFO put in the file's place")
-	}
-	if fi, err := os.Lstat(w.path("fact.md")); err != nil || fi.Mode().Type() != fs.ModeNamedPipe {
-		t.Errorf("fact.md after the write: %v, %v; want the FIFO put back", fi, err)
-	}
-}
-
-// TestFIFOSwappedInAsAToolRemovesIsKept is the same for a removal: the
-// FIFO put in the file's place after it was checked is moved aside, seen
-// for what it is without a read, and put back.
-func TestFIFOSwappedInAsAToolRemovesIsKept(t *testing.T) {
-	w := newWS(t)
-	w.put(memory.Semantic, "fact", "", "Old.")
-	var writer *os.File
-	defer func() {
-		if writer != nil {
-			writer.Close()
-		}
-	}()
-	w.dir.hook = func(at, key string) {
-		if at != "checked" {
-			return
-		}
-		w.dir.hook = nil
-		fifo := w.path(".fact.fifo")
-		if err := unix.Mkfifo(fifo, 0o644); err != nil {
-			t.Skipf("no FIFO here: %v", err)
-		}
-		var err error
-		if writer, err = os.OpenFile(fifo, os.O_RDWR, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(fifo, w.path("fact.md")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	done := make(chan error, 1)
-	go func() { done <- w.del(w.ctx, "fact") }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, memory.ErrConflict) {
-			t.Errorf("delete: %v, want a conflict", err)
-		}
-	case <-time.After(10 * time.Second):
-		writer.Write([]byte("x"))
-		writer.Close()
-		writer = nil
-		t.Fatal("the removal waited on the FIFO put in the file's place")
-	}
-	if fi, err := os.Lstat(w.path("fact.md")); err != nil || fi.Mode().Type() != fs.ModeNamedPipe {
-		t.Errorf("fact.md after the removal: %v, %v; want the FIFO put back", fi, err)
-	}
-}
-
-// TestOtherThingsSwappedInAreKept: whatever a person puts in a file's
-// place as a tool writes or removes it (a socket, a symlink leading out of
-// the directory, a directory) is theirs: the call returns a conflict
-// saying it is not a regular file, and the thing is back in its place,
-// where before a socket and a symlink were deleted or overwritten (they
-// could not be opened to be read back) and a directory was left in the
-// temporary directory.
-func TestOtherThingsSwappedInAreKept(t *testing.T) {
+// TestThingsSwappedInAreKept: whatever a person puts in a file's place as
+// a tool writes or removes it (a FIFO with a writer that never writes, a
+// socket, a symlink leading out of the directory, a directory) is theirs:
+// the call returns a conflict saying it is not a regular file, at once,
+// and the thing is back in its place. Before, the FIFO was read for ever
+// with the store's lock held, a socket and a symlink were deleted or
+// overwritten (they could not be opened to be read back), and a directory
+// was left in the temporary directory.
+func TestThingsSwappedInAreKept(t *testing.T) {
+	// unstick lets a read of the FIFO go, if one is stuck.
+	var unstick func()
 	kinds := map[string]struct {
 		make func(t *testing.T, path string)
 		is   func(fs.FileInfo) bool
 	}{
+		"FIFO": {
+			make: func(t *testing.T, path string) {
+				if err := unix.Mkfifo(path, 0o644); err != nil {
+					t.Skipf("no FIFO here: %v", err)
+				}
+				writer, err := os.OpenFile(path, os.O_RDWR, 0) // a writer that never writes
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { writer.Close() })
+				unstick = func() { writer.Write([]byte("x")); writer.Close() }
+			},
+			is: func(fi fs.FileInfo) bool { return fi.Mode().Type() == fs.ModeNamedPipe },
+		},
 		"socket": {
 			make: func(t *testing.T, path string) {
 				short, err := os.MkdirTemp("", "s")
@@ -230,14 +148,26 @@ func TestOtherThingsSwappedInAreKept(t *testing.T) {
 					}
 					k.make(t, w.path("fact.md"))
 				}
-				var err error
-				if op == "write" {
-					_, err = w.update("fact", "From a tool.")
-				} else {
-					err = w.del(w.ctx, "fact")
-				}
-				if !errors.Is(err, memory.ErrConflict) || !strings.Contains(err.Error(), "not a regular file") {
-					t.Errorf("%s: %v, want a conflict saying it is not a regular file", op, err)
+				unstick = nil
+				done := make(chan error, 1)
+				go func() {
+					if op == "write" {
+						_, err := w.update("fact", "From a tool.")
+						done <- err
+					} else {
+						done <- w.del(w.ctx, "fact")
+					}
+				}()
+				select {
+				case err := <-done:
+					if !errors.Is(err, memory.ErrConflict) || !strings.Contains(err.Error(), "not a regular file") {
+						t.Errorf("%s: %v, want a conflict saying it is not a regular file", op, err)
+					}
+				case <-time.After(10 * time.Second):
+					if unstick != nil {
+						unstick()
+					}
+					t.Fatalf("the %s waited on the %s put in the file's place", op, name)
 				}
 				if fi, err := os.Lstat(w.path("fact.md")); err != nil || !k.is(fi) {
 					t.Errorf("fact.md after the %s: %v, %v; want the %s put back", op, fi, err, name)

@@ -227,17 +227,38 @@ func exercise(t *testing.T, cs *mcp.ClientSession, key string) {
 func endsCleanly(t *testing.T, cs *mcp.ClientSession, cmd *exec.Cmd, stderr *strings.Builder) {
 	t.Helper()
 	cs.Close()
+	ends(t, cmd, stderr, "when its input closed")
+}
+
+// ends waits for the server to end, with no error, on what when says.
+func ends(t *testing.T, cmd *exec.Cmd, stderr *strings.Builder, when string) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("server ended with %v\nstderr: %s", err, stderr.String())
+			t.Fatalf("server ended %s with %v\nstderr: %s", when, err, stderr.String())
 		}
 	case <-time.After(15 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("server did not end when its input closed\nstderr: %s", stderr.String())
+		t.Fatalf("server did not end %s\nstderr: %s", when, stderr.String())
 	}
+}
+
+// overSockets starts e's stdio server with stdin and stdout each one end
+// of a socket pair, as Node gives a child them, and connects a client
+// through the other ends; it returns stdin's end too, kept open to look at
+// its description.
+func overSockets(tb testing.TB, e env) (*mcp.ClientSession, *exec.Cmd, *strings.Builder, *os.File) {
+	tb.Helper()
+	inClient, inServer := socketPair(tb)
+	outClient, outServer := socketPair(tb)
+	cs, cmd, stderr := startOver(tb, e, inServer, outServer, outClient, socketWriter(tb, inClient))
+	outServer.Close()
+	inClient.Close() // the client writes through its duplicate
+	tb.Cleanup(func() { inServer.Close() })
+	return cs, cmd, stderr, inServer
 }
 
 // TestStdioOverASocket runs the server as Node starts a child, the way
@@ -246,13 +267,7 @@ func endsCleanly(t *testing.T, cs *mcp.ClientSession, cmd *exec.Cmd, stderr *str
 // leaves stdin's description blocking, as it was given, for whoever
 // shares it.
 func TestStdioOverASocket(t *testing.T) {
-	e := newEnv(t)
-	inClient, inServer := socketPair(t)
-	outClient, outServer := socketPair(t)
-	defer inServer.Close() // kept, to look at the description the server had
-	cs, cmd, stderr := startOver(t, e, inServer, outServer, outClient, socketWriter(t, inClient))
-	outServer.Close()
-	inClient.Close() // the client writes through its duplicate
+	cs, cmd, stderr, inServer := overSockets(t, newEnv(t))
 	exercise(t, cs, "over-a-socket")
 	if !nonBlocking(t, inServer) {
 		t.Fatal("the server reads its socket blocking: each read keeps its one processor")
@@ -266,14 +281,8 @@ func TestStdioOverASocket(t *testing.T) {
 // TestStdioSocketPutBackOnHangup: a server that ends on a hangup (its
 // terminal or session went) still puts its stdin's description back.
 func TestStdioSocketPutBackOnHangup(t *testing.T) {
-	e := newEnv(t)
-	inClient, inServer := socketPair(t)
-	outClient, outServer := socketPair(t)
-	defer inServer.Close()
-	cs, cmd, stderr := startOver(t, e, inServer, outServer, outClient, socketWriter(t, inClient))
+	cs, cmd, stderr, inServer := overSockets(t, newEnv(t))
 	defer cs.Close()
-	outServer.Close()
-	inClient.Close()
 	exercise(t, cs, "before-a-hangup")
 	if !nonBlocking(t, inServer) {
 		t.Fatal("the server reads its socket blocking")
@@ -281,17 +290,7 @@ func TestStdioSocketPutBackOnHangup(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("server ended on a hangup with %v\nstderr: %s", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("server did not end on a hangup\nstderr: %s", stderr.String())
-	}
+	ends(t, cmd, stderr, "on a hangup")
 	if nonBlocking(t, inServer) {
 		t.Fatal("a hangup left the server's stdin non-blocking")
 	}
@@ -409,12 +408,7 @@ func BenchmarkStdioRoundTrip(b *testing.B) {
 			inR.Close()
 			outW.Close()
 		} else {
-			inClient, inServer := socketPair(b)
-			outClient, outServer := socketPair(b)
-			cs, cmd, _ = startOver(b, e, inServer, outServer, outClient, socketWriter(b, inClient))
-			inServer.Close()
-			outServer.Close()
-			inClient.Close()
+			cs, cmd, _, _ = overSockets(b, e)
 		}
 		b.Run(over+"/ping", func(b *testing.B) {
 			benchMeasure(b, func(ctx context.Context) error { return cs.Ping(ctx, nil) })
