@@ -403,7 +403,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		if swapped {
-			if was, rerr := readBack(r, tmp); (rerr == nil && !bytes.Equal(was, before)) || errors.Is(rerr, errNotRegular) {
+			if was, rerr := readBack(r, tmp); changedAside(was, rerr, before) {
 				// Edited by hand between the read and the swap: the
 				// person's file goes back.
 				if _, err := exchange(r, tmp, name); err != nil {
@@ -427,6 +427,10 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			if errors.Is(err, fs.ErrNotExist) {
 				return memory.FileState{}, nil, unsynced(memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand as it was being written; it was not written again. Retry: the removal is imported first", relFile(name)))
 			}
+			if fi, lerr := r.Lstat(name); lerr == nil && !fi.Mode().IsRegular() {
+				// A directory put there meanwhile cannot be linked.
+				return memory.FileState{}, nil, d.editedAside("write", rec.Key, nil, errNotRegular)
+			}
 			return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		defer func() {
@@ -440,9 +444,9 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
 	if aside != "" {
-		// One that cannot be read back cannot be put back either: the
+		// One gone from the temporary directory cannot be put back: the
 		// write stands, so that file and database agree.
-		if was, rerr := readBack(r, aside); (rerr == nil && !bytes.Equal(was, before)) || errors.Is(rerr, errNotRegular) {
+		if was, rerr := readBack(r, aside); changedAside(was, rerr, before) {
 			// Edited by hand between the read and the rename: the
 			// person's file goes back.
 			if err := r.Rename(aside, name); err != nil {
@@ -649,8 +653,12 @@ func (d *Dir) edited(op, key string, cur []byte) error {
 // read back (readBack) as was, with err: one that is not a regular file
 // is said to be so.
 func (d *Dir) editedAside(op, key string, was []byte, err error) error {
-	if errors.Is(err, errNotRegular) {
-		return conflict(op, relFile(key+".md"), "it is not a regular file", false)
+	switch {
+	case errors.Is(err, errNotRegular):
+		return memory.Errorf(memory.CodeConflict, "", "%s is not a regular file now: something was put in its place by hand as the server went to %s it, and it was left there. Move it out of %s, then retry",
+			relFile(key+".md"), verbOf(op), relDir)
+	case err != nil:
+		return conflict(op, relFile(key+".md"), "it cannot be read ("+err.Error()+")", false)
 	}
 	return d.edited(op, key, was)
 }
@@ -658,14 +666,18 @@ func (d *Dir) editedAside(op, key string, was []byte, err error) error {
 // conflict is edited's error for the file at path, with why it was not
 // imported.
 func conflict(op, path, reason string, importable bool) error {
-	verb := "overwrite"
-	if op == "remove" {
-		verb = "delete"
-	}
 	err := memory.Errorf(memory.CodeConflict, "", "%s was edited by hand and %s; it was left as it is. The server will not %s a change it has not imported: fix the file so that it imports (or move it out of %s), then retry",
-		path, reason, verb, relDir)
+		path, reason, verbOf(op), relDir)
 	err.Unsynced = importable
 	return err
+}
+
+// verbOf is what op does to a file, for messages.
+func verbOf(op string) string {
+	if op == "remove" {
+		return "delete"
+	}
+	return "overwrite"
 }
 
 // tempPrefix and tempSuffix frame the names of Write's temporary files: a
@@ -821,6 +833,18 @@ func readBack(r *os.Root, name string) ([]byte, error) {
 // errNotRegular is readBack's error for a file that is not a regular one.
 var errNotRegular = errors.New("not a regular file")
 
+// changedAside reports whether what a write or a removal moved aside and
+// read back (readBack) as was, with err, is not the file it read before
+// (want): it was edited, or replaced by something that is not a regular
+// file, or by one the server cannot read, which is not one it wrote. One
+// gone meanwhile is not: there is nothing to put back.
+func changedAside(was []byte, err error, want []byte) bool {
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	return !bytes.Equal(was, want)
+}
+
 // errReplaced is readRegular's error for a file that is no longer the one
 // that was listed: something was renamed over it meanwhile.
 var errReplaced = errors.New("the file changed while it was being read")
@@ -904,14 +928,14 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	d.at("aside", key)
-	if was, rerr := readBack(r, aside); (rerr == nil && !bytes.Equal(was, cur)) || errors.Is(rerr, errNotRegular) {
+	if was, rerr := readBack(r, aside); changedAside(was, rerr, cur) {
 		// Link, not rename: a file created meanwhile is not replaced. A
-		// directory cannot be linked: it is renamed back, where nothing
-		// was created meanwhile.
+		// directory cannot be linked: it is renamed back (which, off
+		// Linux, replaces an empty directory made there meanwhile).
 		err := r.Link(aside, name)
 		if err == nil {
 			r.Remove(aside)
-		} else if !errors.Is(err, fs.ErrExist) {
+		} else if fi, lerr := r.Lstat(aside); lerr == nil && fi.IsDir() {
 			err = renameNoReplace(r, aside, name)
 		}
 		if err != nil {

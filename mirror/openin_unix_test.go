@@ -176,3 +176,60 @@ func TestThingsSwappedInAreKept(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenInWaitsOutALease: a file another process holds a write lease on
+// (as a file server does) makes a non-blocking open fail at once; openIn
+// then opens it the usual way, which waits for the lease to be given up.
+func TestOpenInWaitsOutALease(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fact.md"), []byte("A fact.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := os.Open(filepath.Join(dir, "fact.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	fd := holder.Fd()
+	if _, err := unix.FcntlInt(fd, unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		t.Skipf("no lease here: %v", err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(100 * time.Millisecond)
+		unix.FcntlInt(fd, unix.F_SETLEASE, unix.F_UNLCK)
+	}()
+	defer func() { <-released }()
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f, err := openIn(r, "fact.md")
+	if err != nil {
+		t.Fatalf("open of a file under a lease: %v", err)
+	}
+	f.Close()
+}
+
+// TestChangedAside: what a write or a removal moved aside counts as
+// changed when it differs, is not a regular file, or cannot be read; not
+// when it is gone.
+func TestChangedAside(t *testing.T) {
+	for _, c := range []struct {
+		was  []byte
+		err  error
+		want bool
+	}{
+		{[]byte("same"), nil, false},
+		{[]byte("edited"), nil, true},
+		{nil, errNotRegular, true},
+		{nil, fs.ErrPermission, true},
+		{nil, fs.ErrNotExist, false},
+	} {
+		if got := changedAside(c.was, c.err, []byte("same")); got != c.want {
+			t.Errorf("changedAside(%q, %v) = %v, want %v", c.was, c.err, got, c.want)
+		}
+	}
+}

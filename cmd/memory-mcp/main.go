@@ -41,7 +41,7 @@ const (
 
 func main() {
 	stdioProcessors = oneProcessor
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	endProfile := startProfile(os.Getenv(profileEnv))
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -51,6 +51,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "memory-mcp:", err)
 		os.Exit(1)
 	}
+}
+
+// stopSignals are the signals that stop the server cleanly: a hangup too
+// (its session or terminal went), unless the process was started with
+// hangups ignored (nohup), which Notify would undo.
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
 }
 
 // oneProcessor runs the stdio server's Go code on one processor, unless

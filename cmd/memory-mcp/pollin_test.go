@@ -299,6 +299,29 @@ func TestStdioSocketPutBackOnHangup(t *testing.T) {
 	}
 }
 
+// TestHangupIgnoredUnderNohup: a server started with hangups ignored, as
+// nohup starts it, keeps them ignored and serves on after one.
+func TestHangupIgnoredUnderNohup(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command("/bin/sh", "-c", `trap "" HUP; exec "$0"`, binary)
+	cmd.Env, cmd.Dir = e.vars(), e.root
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr: %s", err, stderr.String())
+	}
+	if err := cs.Ping(context.Background(), nil); err != nil { // the shell has exec'd the server
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	exercise(t, cs, "after-an-ignored-hangup")
+	cs.Close()
+}
+
 // TestStdioOverOneSocket runs the server with stdin and stdout the same
 // socket, as inetd or socat give them: its description stays blocking,
 // or the answers written to it would fail when it is full instead of
@@ -320,6 +343,34 @@ func TestStdioOverOneSocket(t *testing.T) {
 		t.Fatalf("read back %d bytes, want %d", len(got), len(strings.TrimSpace(body)))
 	}
 	endsCleanly(t, cs, cmd, stderr)
+}
+
+// TestStdioSocketThatIsStderr: a socket that is stdin and stderr both
+// stays blocking too: the server's log lines go to it.
+func TestStdioSocketThatIsStderr(t *testing.T) {
+	e := newEnv(t)
+	inClient, inServer := socketPair(t)
+	outClient, outServer := socketPair(t)
+	defer inServer.Close()
+	cmd := e.command()
+	cmd.Env = append(cmd.Env, "PROMETHEUS_MEMORY_LOG_LEVEL=debug")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inServer, outServer, inServer
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outServer.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outClient, Writer: socketWriter(t, inClient)}, nil)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal(err)
+	}
+	defer inClient.Close() // where the server's log goes, read or not, until it ends
+	exercise(t, cs, "stdin-and-stderr")
+	if nonBlocking(t, inServer) {
+		t.Fatal("the server made the socket it logs to non-blocking")
+	}
+	endsCleanly(t, cs, cmd, &strings.Builder{})
 }
 
 // TestStdioPipeReadOnItsOwn runs the server on pipes, and checks that it

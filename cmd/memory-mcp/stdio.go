@@ -36,6 +36,9 @@ func serveStdio(ctx context.Context, srv *server, in io.Reader, out io.Writer, l
 	// waited for too, past the drain if one outlived it.
 	if !c.direct.wait(5 * time.Second) {
 		log.Warn("stopping with tool calls still running")
+		if err == nil {
+			err = errors.New("stopped with tool calls still running after 5 s")
+		}
 	}
 	return err
 }
@@ -52,7 +55,7 @@ func serveConn(ctx context.Context, s *mcp.Server, c *stdioConn, in io.Reader, l
 		return nil
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil // stopped by a signal: calls running were waited for
+		return nil // stopped by a signal, which is no error
 	}
 	return err
 }
