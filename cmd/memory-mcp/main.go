@@ -54,7 +54,7 @@ func main() {
 }
 
 // stopSignals are the signals that stop the server cleanly: a hangup too
-// (its session or terminal went), unless the process was started with
+// (its terminal went away), unless the process was started with
 // hangups ignored (nohup), which Notify would undo.
 func stopSignals() []os.Signal {
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}

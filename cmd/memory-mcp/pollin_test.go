@@ -279,7 +279,7 @@ func TestStdioOverASocket(t *testing.T) {
 }
 
 // TestStdioSocketPutBackOnHangup: a server that ends on a hangup (its
-// terminal or session went) still puts its stdin's description back.
+// terminal went away) still puts its stdin's description back.
 func TestStdioSocketPutBackOnHangup(t *testing.T) {
 	cs, cmd, stderr, inServer := overSockets(t, newEnv(t))
 	defer cs.Close()
