@@ -805,29 +805,20 @@ func hash(data []byte) string {
 }
 
 // readBack reads name in r, a file a write or a removal just moved aside,
-// whole; a person may have put anything there a moment before: a FIFO is
-// not read (with a writer that never writes, a read would wait for ever
-// with the store's lock held) but is errNotRegular, like any other file
-// that is not a regular one.
+// as readRegular does (at most one byte past the limit of a memory file);
+// a person may have put anything there a moment before, and what is not
+// a regular file is not opened but is errNotRegular: a FIFO with a writer
+// that never writes would be read for ever with the store's lock held, a
+// socket or a symlink leading out of the directory cannot be opened.
 func readBack(r *os.Root, name string) ([]byte, error) {
-	// Looked at first: a socket or a symlink leading out of the
-	// directory cannot be opened, and is no more the tool's file.
-	if fi, err := r.Lstat(name); err == nil && !fi.Mode().IsRegular() {
-		return nil, errNotRegular
-	}
-	f, err := openIn(r, name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	fi, err := r.Lstat(name)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, errNotRegular
 	}
-	return io.ReadAll(f)
+	return readRegular(r, name, fi)
 }
 
 // errNotRegular is readBack's error for a file that is not a regular one.
