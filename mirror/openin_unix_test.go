@@ -3,6 +3,7 @@
 package mirror
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"net"
@@ -231,5 +232,39 @@ func TestChangedAside(t *testing.T) {
 		if got := changedAside(c.was, c.err, []byte("same")); got != c.want {
 			t.Errorf("changedAside(%q, %v) = %v, want %v", c.was, c.err, got, c.want)
 		}
+	}
+}
+
+// TestHugeFileSwappedInIsKept: a file far past the size limit put in a
+// file's place as a tool writes or removes it is read back no further
+// than the limit, and is the person's: a conflict, and it stays whole.
+func TestHugeFileSwappedInIsKept(t *testing.T) {
+	huge := bytes.Repeat([]byte("x"), 16*maxFileBytes)
+	for _, op := range []string{"write", "remove"} {
+		t.Run(op, func(t *testing.T) {
+			w := newWS(t)
+			w.put(memory.Semantic, "fact", "", "Old.")
+			at := map[string]string{"write": "aside", "remove": "checked"}[op]
+			w.dir.hook = func(got, _ string) {
+				if got == at {
+					w.dir.hook = nil
+					if err := os.WriteFile(w.path("fact.md"), huge, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var err error
+			if op == "write" {
+				_, err = w.update("fact", "From a tool.")
+			} else {
+				err = w.del(w.ctx, "fact")
+			}
+			if !errors.Is(err, memory.ErrConflict) {
+				t.Errorf("%s: %v, want a conflict", op, err)
+			}
+			if got := w.read("fact.md"); !bytes.Equal(got, huge) {
+				t.Errorf("fact.md after the %s: %d bytes, want the person's %d", op, len(got), len(huge))
+			}
+		})
 	}
 }

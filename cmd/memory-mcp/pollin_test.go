@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -480,5 +481,86 @@ func BenchmarkStdioRoundTrip(b *testing.B) {
 		})
 		cs.Close()
 		cmd.Wait()
+	}
+}
+
+// TestSocketInputEndsWithWritesInFlight sends, over a Node-style socket,
+// many writes at once (non-ASCII bodies, one holding a secret) and shuts
+// its side at once: every write is answered, the secret is refused
+// without being echoed or written to the log, and every other fact is
+// there for the next server, none lost to the input ending or to the
+// socket's mode going back.
+func TestSocketInputEndsWithWritesInFlight(t *testing.T) {
+	e := newEnv(t)
+	inClient, inServer := socketPair(t)
+	outClient, outServer := socketPair(t)
+	defer inServer.Close()
+	cmd := e.command()
+	var stderr strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inServer, outServer, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outServer.Close()
+	token := fakeToken()
+	const n = 40
+	var lines strings.Builder
+	lines.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
+	lines.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	for i := 1; i <= n; i++ {
+		body := fmt.Sprintf("Fakt %d: Größe über alles — 日本語の本文 %d.", i, i)
+		if i == n/2 {
+			body = "export GITHUB_TOKEN=" + token
+		}
+		line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": i, "method": "tools/call",
+			"params": map[string]any{"name": "memory_write", "arguments": map[string]any{"type": "semantic", "key": fmt.Sprintf("fact-%d", i), "body": body}}})
+		lines.Write(append(line, '\n'))
+	}
+	if _, err := inClient.Write([]byte(lines.String())); err != nil {
+		t.Fatal(err)
+	}
+	unix.Shutdown(int(inClient.Fd()), unix.SHUT_WR)
+	out, err := io.ReadAll(outClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends(t, cmd, &stderr, "when its input ended")
+	inClient.Close()
+	answered := map[int]string{}
+	for line := range strings.Lines(string(out)) {
+		var f struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(line), &f); err != nil {
+			t.Fatalf("not a frame on stdout: %q", line)
+		}
+		answered[f.ID] = string(f.Result)
+	}
+	for i := 1; i <= n; i++ {
+		got, seen := answered[i]
+		switch {
+		case !seen:
+			t.Errorf("write %d was not answered", i)
+		case i == n/2 && !strings.Contains(got, "secret_rejected"):
+			t.Errorf("the secret was not refused: %s", got)
+		case i != n/2 && strings.Contains(got, `"isError":true`):
+			t.Errorf("write %d failed: %s", i, got)
+		}
+	}
+	if strings.Contains(string(out), token[4:12]) || strings.Contains(stderr.String(), token[4:12]) {
+		t.Error("the secret came back on stdout or went to the log")
+	}
+	if nonBlocking(t, inServer) {
+		t.Error("the socket was left non-blocking")
+	}
+	cs := connect(t, e, nil)
+	for i := 1; i <= n; i++ {
+		if i == n/2 {
+			continue
+		}
+		if got, want := bodyOf(t, cs, fmt.Sprintf("fact-%d", i)), fmt.Sprintf("Fakt %d: Größe über alles — 日本語の本文 %d.", i, i); got != want {
+			t.Errorf("fact-%d = %q, want %q", i, got, want)
+		}
 	}
 }
