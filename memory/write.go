@@ -388,23 +388,9 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, p Project, w Write, id stri
 func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id string) (Record, bool, error) {
 	now := s.now().UTC()
 	b := bucket(string(p.ID), int(w.Scope))
-	old, err := getOne(ctx, tx, `WHERE project = ? AND scope = ? AND type = ? AND key = ?`, b, int(w.Scope), string(w.Type), w.Key)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	old, exists, err := s.sameName(ctx, tx, b, w)
+	if err != nil {
 		return Record{}, false, err
-	}
-	exists := err == nil
-	if w.Scope == scope.Project && (w.Type == Semantic || w.Type == Procedural) {
-		other := Semantic
-		if w.Type == Semantic {
-			other = Procedural
-		}
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = ? AND scope = 0 AND type = ? AND key = ?`, b, string(other), w.Key).Scan(&n); err != nil {
-			return Record{}, false, err
-		}
-		if n > 0 {
-			return Record{}, false, Errorf(CodeConflict, "key", "%q is already a project %s record; its markdown file would clash (choose another key or delete that record)", w.Key, other)
-		}
 	}
 
 	rec := Record{
@@ -458,6 +444,38 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 		return Record{}, false, err
 	}
 	return rec, !exists, nil
+}
+
+// sameName returns the record w would replace, if there is one. A project
+// fact and a project procedure share the markdown file of their key, so
+// for either it is one query for both types: a record of the other type
+// under the key is a conflict.
+func (s *Store) sameName(ctx context.Context, tx *sql.Tx, b string, w Write) (Record, bool, error) {
+	if w.Scope != scope.Project || (w.Type != Semantic && w.Type != Procedural) {
+		old, err := getOne(ctx, tx, `WHERE project = ? AND scope = ? AND type = ? AND key = ?`, b, int(w.Scope), string(w.Type), w.Key)
+		if errors.Is(err, ErrNotFound) {
+			return Record{}, false, nil
+		}
+		return old, err == nil, err
+	}
+	other := Semantic
+	if w.Type == Semantic {
+		other = Procedural
+	}
+	rows, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE project = ? AND scope = ? AND type IN (?, ?) AND key = ?`,
+		b, int(w.Scope), string(w.Type), string(other), w.Key)
+	if err != nil {
+		return Record{}, false, err
+	}
+	var old Record
+	exists := false
+	for _, r := range rows {
+		if r.Type == other {
+			return Record{}, false, Errorf(CodeConflict, "key", "%q is already a project %s record; its markdown file would clash (choose another key or delete that record)", w.Key, other)
+		}
+		old, exists = r, true
+	}
+	return old, exists, nil
 }
 
 // store inserts or replaces rec's row.

@@ -1,6 +1,12 @@
 package memory
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"prom.codes/memory-mcp/scope"
+)
 
 // TestUnixNewlines checks that line ends become bare LFs in one pass, so a
 // body saved, written to a file and read back is the body that was saved.
@@ -26,6 +32,57 @@ func TestUnixNewlines(t *testing.T) {
 		}
 		if c := CanonBody(in); CanonBody(c) != c {
 			t.Errorf("CanonBody is not stable on %q: %q then %q", in, c, CanonBody(c))
+		}
+	}
+}
+
+// TestFactAndProcedureShareAKey checks the one lookup a project fact or
+// procedure's write makes: the record it replaces is found and updated,
+// and a record of the other type under the key (whose markdown file would
+// be the same) is a conflict that changes nothing, whichever came first.
+// Other scopes and types keep a key to themselves.
+func TestFactAndProcedureShareAKey(t *testing.T) {
+	s, _ := mustOpen(t)
+	projectScope := scope.Project
+	put := func(sc scope.Level, typ Type, key, body string) (Record, bool, error) {
+		return s.Put(ctx, projA, Write{Scope: sc, Type: typ, Key: key, Body: body})
+	}
+	if _, created, err := put(scope.Project, Semantic, "deploy", "Deploys go through the release branch."); err != nil || !created {
+		t.Fatalf("first write: created %v, %v", created, err)
+	}
+	if _, created, err := put(scope.Project, Procedural, "release", "Tag, push, wait for CI."); err != nil || !created {
+		t.Fatalf("procedure: created %v, %v", created, err)
+	}
+	for _, c := range []struct {
+		typ       Type
+		key, was  string
+		otherType Type
+	}{
+		{Procedural, "deploy", "Deploys go through the release branch.", Semantic},
+		{Semantic, "release", "Tag, push, wait for CI.", Procedural},
+	} {
+		_, _, err := put(scope.Project, c.typ, c.key, "Something else entirely.")
+		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), string(c.otherType)) {
+			t.Errorf("project %s %q over a %s: %v, want a conflict naming it", c.typ, c.key, c.otherType, err)
+		}
+		got, err := s.Peek(ctx, projA.ID, Selector{Key: c.key, Type: c.otherType, Scope: &projectScope})
+		if err != nil || got.Body != c.was {
+			t.Errorf("the %s %q moved: %+v, %v", c.otherType, c.key, got, err)
+		}
+		if _, err := s.Peek(ctx, projA.ID, Selector{Key: c.key, Type: c.typ, Scope: &projectScope}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("a project %s %q was stored beside the %s: %v", c.typ, c.key, c.otherType, err)
+		}
+	}
+	rec, created, err := put(scope.Project, Semantic, "deploy", "Deploys go through the release branch, signed.")
+	if err != nil || created || rec.Body != "Deploys go through the release branch, signed." {
+		t.Errorf("rewrite of the fact: created %v, body %q, %v", created, rec.Body, err)
+	}
+	for _, c := range []struct {
+		sc  scope.Level
+		typ Type
+	}{{scope.Workspace, Procedural}, {scope.Project, Episodic}, {scope.Project, Working}} {
+		if _, created, err := put(c.sc, c.typ, "deploy", "Another record under the key."); err != nil || !created {
+			t.Errorf("%s %s \"deploy\": created %v, %v", c.sc, c.typ, created, err)
 		}
 	}
 }
