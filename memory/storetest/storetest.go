@@ -79,6 +79,7 @@ func Run(t *testing.T, newDB NewDB) {
 		fn   func(*testing.T, NewDB)
 	}{
 		{"PutGetUpdateDelete", testPutGetUpdateDelete},
+		{"FactAndProcedureShareAFile", testFactAndProcedure},
 		{"ScopeChain", testScopeChain},
 		{"TeamIdentitiesIsolated", testTeamIdentities},
 		{"ListOrderAndCursor", testList},
@@ -163,6 +164,25 @@ func testPutGetUpdateDelete(t *testing.T, newDB NewDB) {
 	}
 	if _, err := s.Delete(ctx, projA, memory.Selector{Key: "db-choice"}); !errors.Is(err, memory.ErrNotFound) {
 		t.Fatalf("second delete = %v, want not found", err)
+	}
+}
+
+// testFactAndProcedure: a project fact and a project procedure under one
+// key would share a markdown file, so the second is a conflict that
+// changes nothing; the first is rewritten in place.
+func testFactAndProcedure(t *testing.T, newDB NewDB) {
+	s := Open(t, newDB(t), NewClock())
+	first := put(t, s, projA, fact("deploy", "Deploys go through the release branch."))
+	_, _, err := s.Put(ctx, projA, memory.Write{Scope: scope.Project, Type: memory.Procedural, Key: "deploy", Body: "Tag, push."})
+	if !errors.Is(err, memory.ErrConflict) {
+		t.Fatalf("procedure over a fact's key: %v, want a conflict", err)
+	}
+	again, created, err := s.Put(ctx, projA, fact("deploy", "Deploys go through the release branch, signed."))
+	if err != nil || created || again.ID != first.ID {
+		t.Fatalf("rewrite = %+v, created %v, %v", again, created, err)
+	}
+	if _, err := s.Get(ctx, projA.ID, memory.Selector{Key: "deploy", Type: memory.Procedural}); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("a procedure was stored beside the fact: %v", err)
 	}
 }
 
