@@ -74,6 +74,12 @@ Press Ctrl-C to stop.
 	if stdioProcessors != nil {
 		stdioProcessors(c.getenv)
 	}
+	if stdioStartPages != nil {
+		// Package initialisation is over: its pages go (see
+		// releaseStartPages), and the rest of start-up's once the
+		// session is initialized.
+		stdioStartPages()
+	}
 	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return serve(c.ctx, a, log, c.stdin, c.stdout) })
 }
 
@@ -81,6 +87,12 @@ Press Ctrl-C to stop.
 // runs on. main sets it (see oneProcessor); tests that serve inside their
 // own process leave it nil, so as not to change theirs.
 var stdioProcessors func(getenv func(string) string)
+
+// stdioStartPages lets go of the pages start-up mapped, at the start of
+// the stdio server and once its session is initialized. main sets it
+// (see releaseStartPages); tests that serve inside their own process
+// leave it nil.
+var stdioStartPages func()
 
 func runRead(c *cli, args []string) error {
 	f := newFlags(c, "read").withJSON()
@@ -147,6 +159,7 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 		a.dir.MakeFilesAhead(procs.lend)
 	}
 	srv := newServer(a, log)
+	srv.started = stdioStartPages
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	loop := make(chan struct{})

@@ -32,6 +32,12 @@ type server struct {
 
 	middleware []mcp.Middleware           // around every request the SDK receives
 	tools      map[string]mcp.ToolHandler // our tools by name, as registered
+
+	// started, if set, runs once, when the first session is initialized:
+	// the stdio server lets go of its start-up pages there (see
+	// releaseStartPages).
+	started     func()
+	startedOnce sync.Once
 }
 
 const guide = `memory-mcp keeps what this team learned, decided and agreed, across sessions.
@@ -52,6 +58,7 @@ func newServer(a *app, log *slog.Logger) *server {
 		Logger:             quieter(log),
 		SubscribeHandler:   srv.subscribe,
 		UnsubscribeHandler: srv.unsubscribe,
+		InitializedHandler: srv.initialized,
 	})
 	srv.middleware = []mcp.Middleware{srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound}
 	srv.mcp.AddReceivingMiddleware(srv.middleware...)
@@ -59,6 +66,15 @@ func newServer(a *app, log *slog.Logger) *server {
 	srv.addResources(srv.mcp)
 	srv.addPrompts(srv.mcp)
 	return srv
+}
+
+// initialized runs started after the first session's initialize: by
+// then the server has opened its store, registered its tools and
+// answered, and what is left is the calls.
+func (srv *server) initialized(context.Context, *mcp.InitializedRequest) {
+	if srv.started != nil {
+		srv.startedOnce.Do(srv.started)
+	}
 }
 
 // AddTool registers a tool with the SDK and keeps its handler for calls
