@@ -208,3 +208,47 @@ func BenchmarkReleaseStartPages(b *testing.B) {
 		releaseStartPages()
 	}
 }
+
+// TestServerRunsOnAfterItsBinaryIsReplaced: an upgrade that replaces the
+// binary while a session runs (go install writes a new file and renames
+// it over the old one) leaves the server running the old one; the pages
+// it let go come back from the old file, even once they have left the
+// page cache.
+func TestServerRunsOnAfterItsBinaryIsReplaced(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "memory-mcp")
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	cs, cmd, stderr := startBinary(t, bin, e)
+	exercise(t, cs, "before-upgrade")
+	if err := os.WriteFile(bin+".new", []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(bin+".new", bin); err != nil {
+		t.Fatal(err)
+	}
+	// The old file's pages that no process maps leave the page cache.
+	old, err := os.Open(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid))
+	if err != nil {
+		t.Skip(err)
+	}
+	err = unix.Fadvise(int(old.Fd()), 0, 0, unix.FADV_DONTNEED)
+	old.Close()
+	if err != nil {
+		t.Skip(err)
+	}
+	exercise(t, cs, "after-upgrade")
+	res := call(t, cs, "memory_search", map[string]any{"query": "read over"})
+	if res.IsError || !strings.Contains(fmt.Sprint(res.StructuredContent), "after-upgrade") {
+		t.Fatalf("search after the upgrade: %v", res.StructuredContent)
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatalf("the server did not end cleanly: %v\nstderr: %s", err, stderr)
+	}
+}
