@@ -191,8 +191,9 @@ func TestStdioServerLetsGoOfItsStartPages(t *testing.T) {
 	if after["RssFile"] > before["RssFile"]-1024 {
 		t.Errorf("pages mapped from files: %d kB after initialized, %d kB before; want at least 1 MiB less", after["RssFile"], before["RssFile"])
 	}
-	// The kernel's counts of resident pages lag a little, per CPU.
-	if after["VmHWM"] < before["VmRSS"]-256 {
+	// The kernel's counts of resident pages are kept per CPU and read
+	// approximately (off by a few hundred kB here), for the peak too.
+	if after["VmHWM"] < before["VmRSS"]-2048 {
 		t.Errorf("peak %d kB, below the %d kB held before", after["VmHWM"], before["VmRSS"])
 	}
 	h.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"memory_write","arguments":{"type":"semantic","key":"after-start","body":"Kept after the start pages went."}}}`)
