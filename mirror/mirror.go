@@ -462,9 +462,16 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 // create writes name, a new file holding data, linked in under its name
 // in one step: a file a person created there meanwhile is never replaced,
 // and create returns a conflict naming it. It returns the file's stamp.
+//
+// A file made ahead has no name until it is linked in, so it needs
+// nothing of the temporary directory: that is made only when none is
+// there to take, for the next ones to be made in (and a named temporary
+// file makes it too: writeTemp1).
 func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, error) {
-	if err := makeTempSub(r); err != nil { // where files are made ahead
-		return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
+	if !d.hasSpare() {
+		if err := makeTempSub(r); err != nil {
+			return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		}
 	}
 	err := errors.ErrUnsupported
 	f, stamp := d.spareWith(r, data, 0, false)

@@ -241,6 +241,14 @@ func (d *Dir) spareReady() bool {
 	return len(s.files) > 0 || s.off || s.closed
 }
 
+// hasSpare reports whether a file made ahead is there to take.
+func (d *Dir) hasSpare() bool {
+	s := &d.spares
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.files) > 0
+}
+
 // linkIn gives f, a file made ahead, the name name in sub, a directory
 // of r ("." for r's own). It fails with an error matching fs.ErrExist if
 // something has that name already: nothing is ever replaced.

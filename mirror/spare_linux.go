@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -38,13 +39,38 @@ func cannotMakeSpares(err error) bool {
 }
 
 // linkSpare names f, made by makeSpare, name in dir. It never replaces a
-// file: an existing name fails with EEXIST.
+// file: an existing name fails with EEXIST. It links the descriptor
+// itself (AT_EMPTY_PATH), which spares the kernel the walk through
+// /proc/self/fd; a kernel that refuses that (before Linux 6.10 it takes
+// CAP_DAC_READ_SEARCH) is asked through /proc, from then on first.
 func linkSpare(f, dir *os.File, name string) error {
-	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), int(dir.Fd()), name, unix.AT_SYMLINK_FOLLOW)
+	fd, dfd := int(f.Fd()), int(dir.Fd())
+	viaProc := func() error {
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dfd, name, unix.AT_SYMLINK_FOLLOW)
+	}
+	var err error
+	if emptyPathRefused.Load() {
+		err = viaProc()
+	} else if err = linkEmptyPath(fd, dfd, name); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) {
+		// Refused, or the directory is gone: /proc tells which.
+		if err = viaProc(); err == nil {
+			emptyPathRefused.Store(true)
+		}
+	}
 	if err != nil {
 		return &os.LinkError{Op: "link", Old: "(made ahead)", New: name, Err: err}
 	}
 	return nil
+}
+
+// emptyPathRefused is set once the kernel has refused to link a
+// descriptor by itself where /proc could.
+var emptyPathRefused atomic.Bool
+
+// linkEmptyPath links the file open as fd under name in the directory dfd;
+// tests stand in an older kernel's refusal.
+var linkEmptyPath = func(fd, dfd int, name string) error {
+	return unix.Linkat(fd, "", dfd, name, unix.AT_EMPTY_PATH)
 }
 
 // stampWritten sets f's mtime to the stamp of a write now (see stampFor),

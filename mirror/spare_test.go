@@ -372,3 +372,85 @@ func TestRemoveDirectoryRightAfterAWrite(t *testing.T) {
 		w.sync() // the removal is imported
 	}
 }
+
+// TestFilesMadeAheadLinkOnAnOlderKernel: a kernel that refuses to link a
+// descriptor by itself (before Linux 6.10, without CAP_DAC_READ_SEARCH)
+// has each file made ahead linked through /proc instead, asked first from
+// then on; the files hold exactly what the writes gave, and each is the
+// file made ahead (one inode, no temporary file left).
+func TestFilesMadeAheadLinkOnAnOlderKernel(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	asked := 0
+	refuseEmptyPath(t, &asked)
+	w := newWS(t)
+	w.put(memory.Semantic, "first", "", "The first.")
+	for i := range 3 {
+		spared(t, w.dir)
+		before := len(w.dir.spares.files)
+		rec := w.put(memory.Semantic, fmt.Sprintf("fact-%d", i), "", fmt.Sprintf("Fact %d.", i))
+		if got := len(w.dir.spares.files); got >= before {
+			t.Errorf("write %d took no file made ahead: %d left of %d", i, got, before)
+		}
+		if got, want := string(w.read(fmt.Sprintf("fact-%d.md", i))), string(Encode(rec)); got != want {
+			t.Errorf("fact-%d.md = %q, want %q", i, got, want)
+		}
+	}
+	if asked != 1 {
+		t.Errorf("the refused way was asked %d times, want once", asked)
+	}
+	if got := tempEntries(t, w); len(got) > 0 {
+		t.Errorf("left in the temporary directory: %v", got)
+	}
+	if rep := w.sync(); len(rep.Imported)+len(rep.Problems)+len(rep.Deleted) > 0 {
+		t.Errorf("sync after the writes: %+v", rep)
+	}
+}
+
+// TestTemporaryDirectoryRemovedBetweenWrites: a person removes the
+// temporary directory, files made ahead in it and all, or only its
+// .gitignore. The next writes still land whole, the directory and its
+// .gitignore come back with the first named temporary file, and files
+// are made ahead again.
+func TestTemporaryDirectoryRemovedBetweenWrites(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	w := newWS(t)
+	w.put(memory.Semantic, "first", "", "The first.")
+	spared(t, w.dir)
+	if err := os.RemoveAll(w.path(tempSub)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		rec := w.put(memory.Semantic, fmt.Sprintf("fact-%d", i), "", fmt.Sprintf("Fact %d.", i))
+		if got, want := string(w.read(fmt.Sprintf("fact-%d.md", i))), string(Encode(rec)); got != want {
+			t.Errorf("fact-%d.md = %q, want %q", i, got, want)
+		}
+	}
+	if got := string(w.read(tempSub + "/.gitignore")); got != tempGitignore {
+		t.Errorf(".tmp/.gitignore = %q, want %q", got, tempGitignore)
+	}
+	spared(t, w.dir)
+
+	// The .gitignore alone: a file made ahead needs none, and the next
+	// named temporary file (an update's) brings it back before it is made.
+	if err := os.Remove(w.path(tempSub + "/.gitignore")); err != nil {
+		t.Fatal(err)
+	}
+	w.put(memory.Semantic, "made-ahead", "", "Made ahead.")
+	w.dir.dropSpares(false)
+	w.dir.spares.mu.Lock()
+	w.dir.spares.off = true // named temporary files from here
+	w.dir.spares.mu.Unlock()
+	if _, err := w.update("made-ahead", "A new version."); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(w.read(tempSub + "/.gitignore")); got != tempGitignore {
+		t.Errorf(".tmp/.gitignore after an update = %q, want %q", got, tempGitignore)
+	}
+	if got := tempEntries(t, w); len(got) > 0 {
+		t.Errorf("left in the temporary directory: %v", got)
+	}
+}
