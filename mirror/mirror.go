@@ -92,7 +92,8 @@ type Dir struct {
 	// step in between two steps: see the calls of at.
 	hook func(at, key string)
 
-	spares spares // files made ahead for writes (see spare.go)
+	spares spares   // files made ahead for writes (see spare.go)
+	held   *heldDir // the directory held open between writes, under mu (see held.go)
 
 	mu         sync.Mutex
 	log        *slog.Logger
@@ -192,8 +193,14 @@ func (d *Dir) check() error {
 // checkDirs is check, and reports whether the directory is there, each
 // step to it a directory and none a symlink.
 func (d *Dir) checkDirs() (whole bool, err error) {
+	_, whole, err = d.walk()
+	return whole, err
+}
+
+// walk is checkDirs, and returns the directory's stat when whole.
+func (d *Dir) walk() (last fs.FileInfo, whole bool, err error) {
 	if _, err := os.Stat(d.root); err != nil {
-		return false, fmt.Errorf("workspace root %s: %v", d.root, err)
+		return nil, false, fmt.Errorf("workspace root %s: %v", d.root, err)
 	}
 	p := d.root
 	whole = true
@@ -202,29 +209,33 @@ func (d *Dir) checkDirs() (whole bool, err error) {
 		rel := func() string { return d.rel(p) } // for errors only: it runs before every call
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil
+			return nil, false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("check %s: %v", rel(), err)
+			return nil, false, fmt.Errorf("check %s: %v", rel(), err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			whole = false
 			target, err := filepath.EvalSymlinks(p)
 			if err != nil {
-				return false, fmt.Errorf("%s is a symlink that does not resolve; refusing to use it for memories: %v", rel(), err)
+				return nil, false, fmt.Errorf("%s is a symlink that does not resolve; refusing to use it for memories: %v", rel(), err)
 			}
 			if !within(d.realRoot, target) {
-				return false, fmt.Errorf("%s is a symlink to %s, outside the workspace %s; refusing to read or write memories there", rel(), target, d.root)
+				return nil, false, fmt.Errorf("%s is a symlink to %s, outside the workspace %s; refusing to read or write memories there", rel(), target, d.root)
 			}
 			if fi, err = os.Stat(target); err != nil {
-				return false, fmt.Errorf("check %s: %v", rel(), err)
+				return nil, false, fmt.Errorf("check %s: %v", rel(), err)
 			}
 		}
 		if !fi.IsDir() {
-			return false, fmt.Errorf("%s is not a directory", rel())
+			return nil, false, fmt.Errorf("%s is not a directory", rel())
 		}
+		last = fi
 	}
-	return whole, nil
+	if !whole {
+		last = nil
+	}
+	return last, whole, nil
 }
 
 // within reports whether path is root or lies beneath it.
@@ -348,12 +359,12 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		}
 		return s
 	}
-	r, err := d.openRoot(true)
+	r, done, err := d.rootFor(true, true)
 	if err != nil {
 		d.dropSpares(false) // they may be all that holds its file system
 		return memory.FileState{}, nil, err
 	}
-	defer r.Close()
+	defer done()
 
 	perm, keepPerm := fs.FileMode(0o644), false
 	var before []byte // what the file held; nil: there was none

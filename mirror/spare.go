@@ -142,6 +142,7 @@ func (d *Dir) idleCheck() {
 	}
 	s.idle = nil
 	d.dropLocked()
+	d.letGoHeld()
 }
 
 // refill makes files ahead until there are sparesMade, in the temporary
@@ -214,6 +215,7 @@ func (d *Dir) dropSpares(closing bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d.dropLocked()
+	d.letGoHeld()
 	if closing {
 		s.closed = true
 		if s.idle != nil {
@@ -253,12 +255,15 @@ func (d *Dir) hasSpare() bool {
 // of r ("." for r's own). It fails with an error matching fs.ErrExist if
 // something has that name already: nothing is ever replaced.
 func (d *Dir) linkIn(r *os.Root, f *os.File, sub, name string) error {
-	dir, err := openIn(r, sub)
-	if err != nil {
-		return err
+	dir := d.heldFile(r)
+	if dir == nil || sub != "." {
+		var err error
+		if dir, err = openIn(r, sub); err != nil {
+			return err
+		}
+		defer dir.Close()
 	}
-	defer dir.Close()
-	err = linkSpare(f, dir, name)
+	err := linkSpare(f, dir, name)
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		// The directory went, became another file system (a mount) or
 		// refuses links: the rest would fail the same way.

@@ -227,11 +227,11 @@ func (d *Dir) unchanged(ctx context.Context, st *memory.Store, p scope.Identity,
 		return Report{}, false
 	}
 	if len(look) > 0 {
-		r, err := d.openRoot(false)
+		r, done, err := d.rootFor(false, false)
 		if err != nil {
 			return Report{}, false
 		}
-		defer r.Close()
+		defer done()
 		if !d.allRecorded(ctx, st, p, r, look) {
 			// The full sync must read these files whatever their
 			// size and mtime say: the events are spent, and a
