@@ -390,11 +390,14 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	}
 
 	if before == nil {
-		stamp, err := d.create(r, rec.Key, name, data)
+		stamp, made, err := d.create(r, rec.Key, name, data)
 		if err != nil {
 			return memory.FileState{}, nil, err
 		}
-		return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
+		if made != nil {
+			defer made.Close()
+		}
+		return d.written(r, rec.Key, name, stamp, data, made, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
 	}
 	tmp, stamp, err := d.writeTemp(r, name, data, perm, keepPerm)
 	if err != nil {
@@ -425,7 +428,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 				return memory.FileState{}, nil, d.editedAside("write", rec.Key, was, rerr)
 			}
 			r.Remove(tmp)
-			return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+			return d.written(r, rec.Key, name, stamp, data, nil, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
 		}
 	}
 	var aside string
@@ -467,35 +470,38 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 			return memory.FileState{}, nil, d.editedAside("write", rec.Key, was, rerr)
 		}
 	}
-	return d.written(r, rec.Key, name, stamp, data, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
+	return d.written(r, rec.Key, name, stamp, data, nil, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
 }
 
 // create writes name, a new file holding data, linked in under its name
 // in one step: a file a person created there meanwhile is never replaced,
-// and create returns a conflict naming it. It returns the file's stamp.
+// and create returns a conflict naming it. It returns the file's stamp,
+// and the file made ahead that it linked in, still open, if it took one.
 //
 // A file made ahead has no name until it is linked in, so it needs
 // nothing of the temporary directory: that is made only when none is
 // there to take, for the next ones to be made in (and a named temporary
 // file makes it too: writeTemp1).
-func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, error) {
+func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, *os.File, error) {
 	if !d.hasSpare() {
 		if err := makeTempSub(r); err != nil {
-			return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
+			return time.Time{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 	}
 	err := errors.ErrUnsupported
 	f, stamp := d.spareWith(r, data, 0, false)
 	if f != nil {
 		d.at("checked", key)
-		err = d.linkIn(r, f, ".", name)
-		f.Close()
+		if err = d.linkIn(r, f, ".", name); err != nil {
+			f.Close()
+			f = nil
+		}
 	}
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		// None made ahead, or it could not be linked: a named one.
 		var tmp string
 		if tmp, stamp, err = d.writeTemp1(r, name, data, 0o644, false, false); err != nil {
-			return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
+			return time.Time{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 		}
 		d.at("checked", key)
 		if err = r.Link(tmp, name); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -509,18 +515,19 @@ func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, erro
 	if errors.Is(err, fs.ErrExist) {
 		// Created by hand since it was looked for: it stays.
 		_, cur, _ := d.current(r, name)
-		return time.Time{}, d.edited("write", key, cur)
+		return time.Time{}, nil, d.edited("write", key, cur)
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("write %s: %w", relFile(name), err)
+		return time.Time{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
-	return stamp, nil
+	return stamp, f, nil
 }
 
 // written returns the state of name, just written with data and stamp
 // (zero: none), and undo; a file removed by hand the moment it was written
-// is a conflict, not an error.
-func (d *Dir) written(r *os.Root, key, name string, stamp time.Time, data []byte, st func(fs.FileInfo) memory.FileState, undo func()) (memory.FileState, func(), error) {
+// is a conflict, not an error. made is the file made ahead that was
+// linked in as name, still open, or nil.
+func (d *Dir) written(r *os.Root, key, name string, stamp time.Time, data []byte, made *os.File, st func(fs.FileInfo) memory.FileState, undo func()) (memory.FileState, func(), error) {
 	d.at("renamed", key)
 	fi, err := r.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -542,7 +549,7 @@ func (d *Dir) written(r *os.Root, key, name string, stamp time.Time, data []byte
 		// next sync reads the file. (An edit after this read keeping the
 		// stamp moves the change time, where the kernel keeps it
 		// fine-grained once queried, as Linux does since 6.13.)
-		if got, err := readRegular(r, name, fi); s.MTime != stamp.UnixNano() || err != nil || !bytes.Equal(got, data) {
+		if got, err := reread(r, name, fi, made); s.MTime != stamp.UnixNano() || err != nil || !bytes.Equal(got, data) {
 			s.CTime = 0
 		}
 	}
@@ -857,6 +864,24 @@ func changedAside(was []byte, err error, want []byte) bool {
 // errReplaced is readRegular's error for a file that is no longer the one
 // that was listed: something was renamed over it meanwhile.
 var errReplaced = errors.New("the file changed while it was being read")
+
+// reread returns what name, whose lstat is fi, holds. While name is still
+// made, the file this write linked in, it reads it through made: the
+// same file whichever way it is read, in one or two calls where opening
+// it by name took six.
+func reread(r *os.Root, name string, fi fs.FileInfo, made *os.File) ([]byte, error) {
+	if made != nil {
+		if got, err := made.Stat(); err == nil && os.SameFile(fi, got) {
+			buf := make([]byte, min(fi.Size(), maxFileBytes)+1)
+			n, err := made.ReadAt(buf, 0)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return buf[:n], nil
+		}
+	}
+	return readRegular(r, name, fi)
+}
 
 // readRegular reads name, which lstat said is the regular file fi. The
 // file opened must be that same file: if name was swapped for a symlink in

@@ -21,9 +21,9 @@ func canMakeSpares() bool {
 }
 
 // makeSpare makes an unnamed file in dir, mode 0644 less the umask, open
-// for writing.
+// for writing and reading (a write reads it back once it is linked in).
 func makeSpare(dir *os.File) (*os.File, error) {
-	fd, err := unix.Openat(int(dir.Fd()), ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	fd, err := unix.Openat(int(dir.Fd()), ".", unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o644)
 	if err != nil {
 		return nil, &os.PathError{Op: "make a file ahead", Path: dir.Name(), Err: err}
 	}

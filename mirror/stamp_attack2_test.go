@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -326,5 +327,62 @@ func TestStampAttack2MissingDirThenWrittenElsewhere(t *testing.T) {
 	w.sync()
 	if got := w.body("deploy"); got != "Deploy on Sunday." {
 		t.Errorf("the record holds %q", got)
+	}
+}
+
+// TestStampAttack2OnAFileMadeAhead: a new fact's file is a file made ahead,
+// linked in and read back through its own descriptor. A person edits it
+// in place keeping its times, or renames another file with this write's
+// stamp over it, between the link and the read-back: either way the
+// person's file is imported by every process's next sync, and the write
+// took a file made ahead.
+func TestStampAttack2OnAFileMadeAhead(t *testing.T) {
+	needStamps(t)
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	for _, how := range []string{"edited in place", "renamed over"} {
+		t.Run(how, func(t *testing.T) {
+			w := newWS(t)
+			other := newWSAt(t, w.root, w.st)
+			w.put(memory.Semantic, "seed", "", "Seed.")
+			w.sync()
+			other.sync() // both watch
+			n := spared(t, w.dir)
+			w.dir.hook = func(at, key string) {
+				if at != "renamed" || key != "deploy" {
+					return
+				}
+				if how == "edited in place" {
+					w.editInPlaceKeepingTimes("deploy.md", "Monday", "Friday")
+					return
+				}
+				fi, err := os.Stat(w.path("deploy.md"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				swap := filepath.Join(w.dir.Path(), ".swap")
+				edited := strings.Replace(string(w.read("deploy.md")), "Monday", "Friday", 1)
+				if err := os.WriteFile(swap, []byte(edited), 0o644); err != nil {
+					t.Error(err)
+				}
+				if err := os.Chtimes(swap, fi.ModTime(), fi.ModTime()); err != nil {
+					t.Error(err)
+				}
+				if err := os.Rename(swap, w.path("deploy.md")); err != nil {
+					t.Error(err)
+				}
+			}
+			w.put(memory.Semantic, "deploy", "When we deploy", "Deploy on Monday.")
+			w.dir.hook = nil
+			if left := len(w.dir.spares.files); left >= n {
+				t.Errorf("the write took no file made ahead (%d left of %d)", left, n)
+			}
+			if got := string(w.read("deploy.md")); !strings.Contains(got, "Deploy on Friday.") {
+				t.Fatalf("the file holds %q, want the person's edit", got)
+			}
+			seenEverywhere(t, w, other, "deploy", "Deploy on Friday.")
+		})
 	}
 }
