@@ -273,6 +273,7 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 		`DROP INDEX records_list`,
 		`CREATE INDEX records_name ON records (type, key, scope)`,
 		`CREATE INDEX records_list ON records (key, type)`,
+		`DROP TABLE embed_wanted`,
 		`DELETE FROM memory_migrations WHERE version > 1`,
 	} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,9 +66,10 @@ type Store struct {
 	wal    walWatch    // see changeToken
 	seen   mirrorSeen  // see MirrorChangesSince
 
-	vectors vectorIndex  // see SemanticSearch
-	uses    touches      // see touch.go
-	cp      checkpointer // see checkpoint.go
+	vectors     vectorIndex  // see SemanticSearch
+	embedWanted atomic.Bool  // the database queues records for embedding (see wantEmbeddings)
+	uses        touches      // see touch.go
+	cp          checkpointer // see checkpoint.go
 }
 
 // Options adjust how a Store is opened.

@@ -96,6 +96,9 @@ const notEmbedded = `NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.r
 // the queue. Errors: the endpoint's, when it cannot be used now (the
 // vectors it gave before failing are kept), and the database's.
 func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n int) (EmbedResult, error) {
+	if err := s.wantEmbeddings(ctx); err != nil {
+		return EmbedResult{}, err
+	}
 	var res EmbedResult
 	if n <= 0 {
 		n = 32
@@ -375,6 +378,38 @@ func decodeVector(b []byte) []float32 {
 	return v
 }
 
+// wantEmbeddings has the database queue records for embedding from now
+// on, the first time it is asked about embeddings: until then writes
+// queue nothing (see migrations/0020_embed_on_demand.sql), and now every
+// record with no vector that is not queued yet is, in the order they were
+// last changed, as the queue would have held them. Another process's
+// write cannot slip between the two: both take the write lock. PostgreSQL
+// queues always.
+func (s *Store) wantEmbeddings(ctx context.Context) error {
+	if s.pg || s.embedWanted.Load() {
+		return nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO embed_wanted (id) VALUES (1)`)
+		if err != nil {
+			return err
+		}
+		if n, err := r.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT r.rowid FROM records r
+			WHERE NOT EXISTS (SELECT 1 FROM embed_queue q WHERE q.rid = r.rowid)
+			AND NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = r.rowid)
+			ORDER BY r.updated_at, r.rowid`)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("queue records to embed: %w", err)
+	}
+	s.embedWanted.Store(true)
+	return nil
+}
+
 // QueueMissing queues every record with no vector of model that is not
 // queued yet (all of them, after a change of model), and gives records
 // refused before another chance. It returns how many records are queued.
@@ -389,6 +424,9 @@ func (s *Store) QueueMissing(ctx context.Context, model string) (int, error) {
 // returns how many records are queued; with no other model's vectors in
 // the store it reads nothing and returns 0.
 func (s *Store) QueueOthersEmbedded(ctx context.Context, model string) (int, error) {
+	if err := s.wantEmbeddings(ctx); err != nil {
+		return 0, err
+	}
 	var others bool
 	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model <> ?)`, model).Scan(&others); err != nil {
 		return 0, fmt.Errorf("queue records to embed: %w", err)
@@ -400,6 +438,9 @@ func (s *Store) QueueOthersEmbedded(ctx context.Context, model string) (int, err
 }
 
 func (s *Store) queueMissing(ctx context.Context, model string, retry bool) (int, error) {
+	if err := s.wantEmbeddings(ctx); err != nil {
+		return 0, err
+	}
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT r.rowid FROM records r
@@ -433,6 +474,9 @@ type EmbedStatus struct {
 // EmbedStatus counts the vectors of model and of other models, and the
 // records waiting.
 func (s *Store) EmbedStatus(ctx context.Context, model string) (EmbedStatus, error) {
+	if err := s.wantEmbeddings(ctx); err != nil {
+		return EmbedStatus{}, err
+	}
 	st := EmbedStatus{Model: model, Others: map[string]int{}}
 	rows, err := s.db.QueryContext(ctx, `SELECT model, max(dims), count(*) FROM embed_vectors GROUP BY model`)
 	if err != nil {
@@ -486,6 +530,9 @@ func (s *Store) PruneVectors(ctx context.Context, keep string) (int64, error) {
 // EmbedQueued counts the records waiting to be embedded with model,
 // leaving out those the endpoint refused.
 func (s *Store) EmbedQueued(ctx context.Context, model string) (int, error) {
+	if err := s.wantEmbeddings(ctx); err != nil {
+		return 0, err
+	}
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE tries < ? AND `+notEmbedded, maxTries, model).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
@@ -497,6 +544,9 @@ func (s *Store) EmbedQueued(ctx context.Context, model string) (int, error) {
 // unless another holds a lease that has not run out, and reports whether
 // holder has it. Holding it again renews it.
 func (s *Store) LeaseEmbedding(ctx context.Context, holder string, d time.Duration) (bool, error) {
+	if err := s.wantEmbeddings(ctx); err != nil {
+		return false, err
+	}
 	now := s.now()
 	var got string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -527,6 +577,9 @@ func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
 // are not counted: on a team server their number is not the caller's
 // business.
 func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string) (int, error) {
+	if err := s.wantEmbeddings(ctx); err != nil {
+		return 0, err
+	}
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q JOIN records r ON r.rowid = q.rid
 		WHERE q.tries < @tries AND NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = @model)
