@@ -42,6 +42,7 @@ const (
 func main() {
 	stdioProcessors = oneProcessor
 	stdioStartPages = releaseStartPages
+	stdioMonitor = keepMonitorAwake
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	endProfile := startProfile(os.Getenv(profileEnv))
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)

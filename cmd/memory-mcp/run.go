@@ -63,6 +63,9 @@ func runServe(c *cli, args []string) error {
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
+	if stdioMonitor != nil {
+		stdioMonitor()
+	}
 	if isTerminal(c.stdin) {
 		fmt.Fprint(c.stderr, `memory-mcp is an MCP server and is waiting for an agent on stdin/stdout.
 An agent launches it for you: run "memory-mcp setup claude-code" (or cursor,
@@ -87,6 +90,11 @@ Press Ctrl-C to stop.
 // runs on. main sets it (see oneProcessor); tests that serve inside their
 // own process leave it nil, so as not to change theirs.
 var stdioProcessors func(getenv func(string) string)
+
+// stdioMonitor starts the stdio server again with the runtime's monitor
+// kept from its deep sleep (see keepMonitorAwake). main sets it; tests
+// that serve inside their own process leave it nil.
+var stdioMonitor func()
 
 // stdioStartPages lets go of the pages start-up mapped, at the start of
 // the stdio server and once its session is initialized. main sets it

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// environOf is the environment process pid was started with, by exec.
+func environOf(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Skip(err)
+	}
+	out := map[string]string{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if k, v, ok := strings.Cut(string(kv), "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// switchesOf is the sum of the voluntary context switches of process
+// pid's threads.
+func switchesOf(t *testing.T, pid int) int {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Skip("no /proc/PID/task")
+	}
+	n := 0
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				k, _ := strconv.Atoi(strings.TrimSpace(v))
+				n += k
+			}
+		}
+	}
+	return n
+}
+
+// TestStdioServerKeepsItsMonitorAwake: the real binary starts itself
+// again, in the same process, with the monitor's setting added to the
+// GODEBUG it was given, and serves as before; writing facts, its threads
+// switch far less often than a server left with the monitor's deep sleep
+// (GODEBUG=schedtrace=0, which the binary leaves as it is), whose monitor
+// wakes every 20 µs through each call.
+func TestStdioServerKeepsItsMonitorAwake(t *testing.T) {
+	switches := map[string]int{}
+	for _, godebug := range []string{"gctrace=0", "schedtrace=0"} {
+		e := newEnv(t)
+		e.extra = append(e.extra, "GODEBUG="+godebug)
+		h := startHostile(t, e)
+		h.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		h.await("1", 30*time.Second)
+		h.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		pid := h.cmd.Process.Pid
+		want := godebug + "," + monitorSetting
+		if godebug == "schedtrace=0" {
+			want = godebug
+		}
+		if got := environOf(t, pid)["GODEBUG"]; got != want {
+			t.Errorf("given GODEBUG=%s, the server runs with %q; want %q", godebug, got, want)
+		}
+		h.send(`{"jsonrpc":"2.0","id":90,"method":"tools/call","params":{"name":"memory_write","arguments":{"type":"semantic","key":"warm","body":"Warm."}}}`)
+		h.await("90", 30*time.Second)
+		before := switchesOf(t, pid)
+		const calls = 200
+		for i := range calls {
+			id := strconv.Itoa(100 + i)
+			h.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"memory_write","arguments":{"type":"semantic","key":"fact-%d","body":"Fact %d."}}}`, id, i, i))
+			if m, _ := h.await(id, 30*time.Second); m["error"] != nil || m["result"].(map[string]any)["isError"] == true {
+				t.Fatalf("write %d: %v", i, m)
+			}
+		}
+		switches[godebug] = switchesOf(t, pid) - before
+		h.send(`{"jsonrpc":"2.0","id":91,"method":"tools/call","params":{"name":"memory_read","arguments":{"key":"fact-7"}}}`)
+		if m, _ := h.await("91", 30*time.Second); !strings.Contains(fmt.Sprint(m), "Fact 7.") {
+			t.Errorf("read back: %v", m)
+		}
+	}
+	if switches["gctrace=0"]*2 > switches["schedtrace=0"] {
+		t.Errorf("context switches in 200 writes: %d with the monitor kept awake, %d without; want under half", switches["gctrace=0"], switches["schedtrace=0"])
+	}
+	t.Logf("context switches in 200 writes: %d with the monitor kept awake, %d without", switches["gctrace=0"], switches["schedtrace=0"])
+}
