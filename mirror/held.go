@@ -3,6 +3,7 @@ package mirror
 import (
 	"io/fs"
 	"os"
+	"time"
 )
 
 // The memories directory held open between writes. Each write used to
@@ -83,7 +84,11 @@ func (d *Dir) takeHeld(fi fs.FileInfo) *heldDir {
 }
 
 // hold holds r, just opened, from now on, and returns it counted in use;
-// nil if it cannot (r is left as it was).
+// nil if it cannot (r is left as it was), or if d stopped making files
+// ahead meanwhile (Close): under the spares' lock, as letting go is, so
+// that no directory is held after that. Holding one arms the timer that
+// lets it go, which a write that takes no file made ahead (one that
+// changes nothing, a conflict) would not.
 func (d *Dir) hold(r *os.Root) *heldDir {
 	dir, err := openIn(r, ".")
 	if err != nil {
@@ -95,6 +100,17 @@ func (d *Dir) hold(r *os.Root) *heldDir {
 		return nil
 	}
 	h := &heldDir{root: r, dir: dir, fi: fi, users: 2}
+	s := &d.spares
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.off {
+		dir.Close()
+		return nil
+	}
+	if s.idle == nil {
+		s.used = time.Now()
+		s.idle = time.AfterFunc(s.idleFor(), d.idleCheck)
+	}
 	d.mu.Lock()
 	old := d.held
 	d.held = h

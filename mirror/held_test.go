@@ -113,3 +113,45 @@ func TestHeldDirectoryLetGoWhenIdle(t *testing.T) {
 		t.Errorf("by-hand.md not imported: %v", err)
 	}
 }
+
+// TestHeldDirectoryLetGoAfterWritesThatMakeNoFile: once the directory was
+// let go, the next writes change nothing on disk (the same fact again) or
+// are refused (a file edited by hand): none takes a file made ahead, yet
+// the directory they hold is let go as well once writes stop; and after
+// Close no write holds it.
+func TestHeldDirectoryLetGoAfterWritesThatMakeNoFile(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	w := newWS(t)
+	w.dir.spares.keep = 100 * time.Millisecond
+	w.put(memory.Semantic, "first", "", "The first.")
+	spared(t, w.dir)
+	w.put(memory.Semantic, "second", "", "The second.")
+	letGo := func(what string) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); heldOpen(t, w.dir.Path()) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("the directory is still held %s", what)
+			}
+		}
+	}
+	letGo("after the writes stopped")
+	w.put(memory.Semantic, "second", "", "The second.") // the same bytes: no file written
+	if _, err := os.Stat(w.path("second.md")); err != nil {
+		t.Fatal(err)
+	}
+	letGo("after a write that changed nothing")
+	w.write("first.md", "---\ntype: semantic\n---\nEdited by hand.\n")
+	w.age("first.md", time.Hour)
+	if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Type: memory.Semantic, Key: "first", Body: "From a tool."}); err == nil {
+		t.Fatal("a write over a file edited by hand and not imported was not refused")
+	}
+	letGo("after a write refused over a file edited by hand")
+
+	w.dir.Close()
+	w.put(memory.Semantic, "third", "", "The third.")
+	if n := heldOpen(t, w.dir.Path()); n != 0 {
+		t.Errorf("%d descriptors open on the directory after Close and a write", n)
+	}
+}
