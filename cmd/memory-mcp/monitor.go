@@ -14,10 +14,11 @@ import "strings"
 // about 110 wakes a second, where the deep sleep and the server's timers
 // made 27. The runtime reads schedtrace only at start, so the stdio
 // server starts itself again with it set (see keepMonitorAwake). Its
-// period is the longest there is, 24.8 days: the runtime prints a line of
-// its state to stderr at most that often, and only on a machine up that
-// long. A GODEBUG that sets schedtrace itself (schedtrace=0: as before)
-// is left alone.
+// period is the longest there is, 24.8 days, counted from the machine's
+// boot: on a machine up longer than that, the runtime writes one line of
+// its scheduler's state to stderr as the server starts, and one every
+// 24.8 days after; a fatal error writes that state too. A GODEBUG that
+// sets schedtrace itself (schedtrace=0: as before) is left alone.
 const monitorSetting = "schedtrace=2147483647"
 
 // monitorEnv returns the GODEBUG to start the stdio server again with, or

@@ -1,6 +1,98 @@
 package main
 
+/*
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char monitor_setting[] = "schedtrace=2147483647";
+
+// has_setting reports whether the GODEBUG value g sets key.
+static int has_setting(const char *g, const char *key) {
+	size_t k = strlen(key);
+	for (const char *p = g; *p; ) {
+		while (*p == ' ' || *p == '\t') p++;
+		if (strncmp(p, key, k) == 0 && p[k] == '=') return 1;
+		const char *c = strchr(p, ',');
+		if (!c) break;
+		p = c + 1;
+	}
+	return 0;
+}
+
+// stdio_serve reports whether argv asks for the stdio server: no command
+// or serve alone, with --db (or -db) and its value anywhere. Anything
+// else, or a shape it does not know, is left to the Go code, which
+// starts the server again itself if it is one (keepMonitorAwake).
+static int stdio_serve(int argc, char **argv) {
+	int serve = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--db") == 0 || strcmp(a, "-db") == 0) {
+			if (++i >= argc) return 0;
+			continue;
+		}
+		if (strncmp(a, "--db=", 5) == 0 || strncmp(a, "-db=", 4) == 0) continue;
+		if (strcmp(a, "serve") == 0 && !serve) {
+			serve = 1;
+			continue;
+		}
+		return 0;
+	}
+	return 1;
+}
+
+// memory_mcp_monitor starts the stdio server again, before the Go runtime
+// starts, with the monitor's setting added to GODEBUG (see
+// monitorSetting): done here, the first process costs an exec and no
+// initialisation of Go's packages. If the exec fails, the server runs as
+// it is and the Go code tries once more.
+__attribute__((constructor)) static void memory_mcp_monitor(int argc, char **argv) {
+	if (!stdio_serve(argc, argv)) return;
+	const char *g = getenv("GODEBUG");
+	if (g && has_setting(g, "schedtrace")) return;
+	size_t n = 0;
+	while (environ[n]) n++;
+	char **env = malloc((n + 2) * sizeof *env);
+	size_t len = strlen("GODEBUG=") + (g ? strlen(g) + 1 : 0) + sizeof monitor_setting;
+	char *v = malloc(len);
+	if (!env || !v) {
+		free(env);
+		free(v);
+		return;
+	}
+	strcpy(v, "GODEBUG=");
+	if (g && *g) {
+		strcat(v, g);
+		strcat(v, ",");
+	}
+	strcat(v, monitor_setting);
+	size_t j = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(environ[i], "GODEBUG=", 8) != 0) env[j++] = environ[i];
+	}
+	env[j++] = v;
+	env[j] = NULL;
+	// By its path, so that the process keeps its name (an exec names it
+	// after the file: /proc/self/exe would make it "exe"); by /proc if
+	// that file is gone.
+	char path[4096];
+	ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
+	if (k > 0) {
+		path[k] = 0;
+		execve(path, argv, env);
+	}
+	execve("/proc/self/exe", argv, env);
+	free(v);
+	free(env);
+}
+*/
+import "C"
+
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -10,11 +102,13 @@ import (
 // keepMonitorAwake starts the stdio server again with the runtime's
 // monitor kept from its deep sleep (see monitorSetting), in the same
 // process: the same id, the same standard streams, nothing read from them
-// yet. In the server started so, it puts back the GODEBUG it was given,
+// yet. A constructor in C (memory_mcp_monitor, above) does that before
+// the Go runtime starts for the usual command lines; this is for the
+// rest. In the server started so, it puts back the GODEBUG it was given,
 // for the processes it starts. It returns only when the server runs on as
 // it is: started so already, the setting chosen by GODEBUG, or the exec
 // refused (said on stderr).
-func keepMonitorAwake() {
+func keepMonitorAwake(ctx context.Context) {
 	cur, set := os.LookupEnv("GODEBUG")
 	next, again := monitorEnv(cur, set)
 	if !again {
@@ -34,6 +128,17 @@ func keepMonitorAwake() {
 		}
 	}
 	env = append(env, "GODEBUG="+next)
-	err := syscall.Exec("/proc/self/exe", os.Args, env)
+	// A stop signal caught already would be lost with the exec, and a CPU
+	// profile's timer would outlive it and kill the new runtime.
+	if ctx.Err() != nil || os.Getenv(profileEnv) != "" {
+		return
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(exe, os.Args, env) // keeps the process's name
+	}
+	if err != nil {
+		err = syscall.Exec("/proc/self/exe", os.Args, env)
+	}
 	fmt.Fprintln(os.Stderr, "memory-mcp: could not start again with the runtime's monitor kept awake; serving as it is:", err)
 }

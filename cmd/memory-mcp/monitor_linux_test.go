@@ -74,6 +74,10 @@ func TestStdioServerKeepsItsMonitorAwake(t *testing.T) {
 		if got := environOf(t, pid)["GODEBUG"]; got != want {
 			t.Errorf("given GODEBUG=%s, the server runs with %q; want %q", godebug, got, want)
 		}
+		// Started again by its path, it keeps its name (ps, pgrep, top).
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != clip(filepath.Base(binary), 15) {
+			t.Errorf("the server's name is %q, %v; want %q", comm, err, clip(filepath.Base(binary), 15))
+		}
 		h.send(`{"jsonrpc":"2.0","id":90,"method":"tools/call","params":{"name":"memory_write","arguments":{"type":"semantic","key":"warm","body":"Warm."}}}`)
 		h.await("90", 30*time.Second)
 		before := switchesOf(t, pid)
@@ -95,4 +99,12 @@ func TestStdioServerKeepsItsMonitorAwake(t *testing.T) {
 		t.Errorf("context switches in 200 writes: %d with the monitor kept awake, %d without; want under half", switches["gctrace=0"], switches["schedtrace=0"])
 	}
 	t.Logf("context switches in 200 writes: %d with the monitor kept awake, %d without", switches["gctrace=0"], switches["schedtrace=0"])
+}
+
+// clip is s cut to n bytes, as the kernel cuts a process's name.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

@@ -2,5 +2,7 @@
 
 package main
 
+import "context"
+
 // keepMonitorAwake does nothing here: the server is not started again.
-func keepMonitorAwake() {}
+func keepMonitorAwake(context.Context) {}
