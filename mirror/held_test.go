@@ -18,6 +18,31 @@ func heldOpen(t *testing.T, dir string) int {
 	return fdsWhere(t, func(target string) bool { return target == dir || target == dir+" (deleted)" })
 }
 
+// heldWS is a workspace whose directory is held after two writes, let go
+// 100 ms after the last.
+func heldWS(t *testing.T) *ws {
+	t.Helper()
+	w := newWS(t)
+	w.dir.spares.keep = 100 * time.Millisecond
+	w.put(memory.Semantic, "first", "", "The first.")
+	spared(t, w.dir)
+	w.put(memory.Semantic, "second", "", "The second.")
+	if n := heldOpen(t, w.dir.Path()); n == 0 {
+		t.Fatal("no descriptor open on the directory after two writes")
+	}
+	return w
+}
+
+// awaitLetGo waits up to 5 s for w's directory to be let go.
+func awaitLetGo(t *testing.T, w *ws, what string) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); heldOpen(t, w.dir.Path()) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the directory is still held %s", what)
+		}
+	}
+}
+
 // TestHeldDirectoryRenamedAway: a person renames the memories directory
 // away and makes a new one between two writes. The held directory, still
 // whole under its new name, is not written to: the next write lands in
@@ -88,19 +113,8 @@ func TestHeldDirectoryLetGoWhenIdle(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("files are made ahead on Linux only")
 	}
-	w := newWS(t)
-	w.dir.spares.keep = 100 * time.Millisecond
-	w.put(memory.Semantic, "first", "", "The first.")
-	spared(t, w.dir)
-	w.put(memory.Semantic, "second", "", "The second.")
-	if n := heldOpen(t, w.dir.Path()); n == 0 {
-		t.Fatal("no descriptor open on the directory after two writes")
-	}
-	for end := time.Now().Add(5 * time.Second); heldOpen(t, w.dir.Path()) > 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the directory is still held after writes stopped")
-		}
-	}
+	w := heldWS(t)
+	awaitLetGo(t, w, "after writes stopped")
 	w.write("by-hand.md", "---\ntype: semantic\n---\nWritten by hand.\n")
 	w.age("by-hand.md", time.Hour)
 	for range 3 {
@@ -123,19 +137,8 @@ func TestHeldDirectoryLetGoAfterWritesThatMakeNoFile(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("files are made ahead on Linux only")
 	}
-	w := newWS(t)
-	w.dir.spares.keep = 100 * time.Millisecond
-	w.put(memory.Semantic, "first", "", "The first.")
-	spared(t, w.dir)
-	w.put(memory.Semantic, "second", "", "The second.")
-	letGo := func(what string) {
-		t.Helper()
-		for end := time.Now().Add(5 * time.Second); heldOpen(t, w.dir.Path()) > 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("the directory is still held %s", what)
-			}
-		}
-	}
+	w := heldWS(t)
+	letGo := func(what string) { t.Helper(); awaitLetGo(t, w, what) }
 	letGo("after the writes stopped")
 	w.put(memory.Semantic, "second", "", "The second.") // the same bytes: no file written
 	if _, err := os.Stat(w.path("second.md")); err != nil {
