@@ -30,7 +30,7 @@ type heldDir struct {
 // that lets it go.
 func (d *Dir) rootFor(create, keep bool) (*os.Root, func(), error) {
 	holding := d.holding()
-	if holding {
+	if holding && (keep || d.hasHeld()) {
 		fi, whole, err := d.walk()
 		if err != nil {
 			return nil, nil, err
@@ -119,6 +119,14 @@ func (d *Dir) hold(r *os.Root) *heldDir {
 	}
 	d.mu.Unlock()
 	return h
+}
+
+// hasHeld reports whether a directory is held (for a sync, which walks
+// to it only then: openRoot walks too).
+func (d *Dir) hasHeld() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.held != nil
 }
 
 // heldFile returns the directory r is, open as a file, if r is the held
