@@ -166,3 +166,34 @@ func TestUpgradeKeepsQueueingWhereEmbeddingsWereUsed(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkFirstEmbedQuestion is the first question about embeddings on a
+// database of n records that queued none: it marks the database and
+// queues every record, in one write transaction.
+func BenchmarkFirstEmbedQuestion(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			s, err := Open(ctx, filepath.Join(b.TempDir(), "memory.db"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			for i := range n {
+				if _, _, err := s.Put(ctx, projA, Write{Type: Working, Key: fmt.Sprintf("note-%d", i), Body: "a note"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				b.StopTimer()
+				if _, err := s.db.ExecContext(ctx, `DELETE FROM embed_wanted; DELETE FROM embed_queue`); err != nil {
+					b.Fatal(err)
+				}
+				s.embedWanted.Store(false)
+				b.StartTimer()
+				if got, err := s.EmbedQueued(ctx, "toy"); err != nil || got != n {
+					b.Fatalf("queued %d of %d records: %v", got, n, err)
+				}
+			}
+		})
+	}
+}
