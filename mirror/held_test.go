@@ -19,11 +19,11 @@ func heldOpen(t *testing.T, dir string) int {
 }
 
 // heldWS is a workspace whose directory is held after two writes, let go
-// 100 ms after the last.
-func heldWS(t *testing.T) *ws {
+// keep after the last (0: the default, longer than any of these tests).
+func heldWS(t *testing.T, keep time.Duration) *ws {
 	t.Helper()
 	w := newWS(t)
-	w.dir.spares.keep = 100 * time.Millisecond
+	w.dir.spares.keep = keep
 	w.put(memory.Semantic, "first", "", "The first.")
 	spared(t, w.dir)
 	w.put(memory.Semantic, "second", "", "The second.")
@@ -51,13 +51,7 @@ func TestHeldDirectoryRenamedAway(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("files are made ahead on Linux only")
 	}
-	w := newWS(t)
-	w.put(memory.Semantic, "first", "", "The first.")
-	spared(t, w.dir)
-	w.put(memory.Semantic, "second", "", "The second.")
-	if w.dir.held == nil {
-		t.Fatal("no directory held after two writes")
-	}
+	w := heldWS(t, 0)
 	old := w.dir.Path() + ".old"
 	if err := os.Rename(w.dir.Path(), old); err != nil {
 		t.Fatal(err)
@@ -86,10 +80,7 @@ func TestHeldDirectoryBehindASymlink(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("files are made ahead on Linux only")
 	}
-	w := newWS(t)
-	w.put(memory.Semantic, "first", "", "The first.")
-	spared(t, w.dir)
-	w.put(memory.Semantic, "second", "", "The second.")
+	w := heldWS(t, 0)
 	outside := t.TempDir()
 	if err := os.Rename(filepath.Join(w.root, ".prometheus"), filepath.Join(outside, ".prometheus")); err != nil {
 		t.Fatal(err)
@@ -113,7 +104,7 @@ func TestHeldDirectoryLetGoWhenIdle(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("files are made ahead on Linux only")
 	}
-	w := heldWS(t)
+	w := heldWS(t, 100*time.Millisecond)
 	awaitLetGo(t, w, "after writes stopped")
 	w.write("by-hand.md", "---\ntype: semantic\n---\nWritten by hand.\n")
 	w.age("by-hand.md", time.Hour)
@@ -137,7 +128,7 @@ func TestHeldDirectoryLetGoAfterWritesThatMakeNoFile(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("files are made ahead on Linux only")
 	}
-	w := heldWS(t)
+	w := heldWS(t, 100*time.Millisecond)
 	letGo := func(what string) { t.Helper(); awaitLetGo(t, w, what) }
 	letGo("after the writes stopped")
 	w.put(memory.Semantic, "second", "", "The second.") // the same bytes: no file written
