@@ -23,9 +23,8 @@ static int has_setting(const char *g, const char *key) {
 }
 
 // stdio_serve reports whether argv asks for the stdio server: no command
-// or serve alone, with --db (or -db) and its value anywhere. Anything
-// else, or a shape it does not know, is left to the Go code, which
-// starts the server again itself if it is one (keepMonitorAwake).
+// or serve alone, with --db (or -db) and its value anywhere: the command
+// lines the Go code serves over stdio for (run, dbFlag, runServe).
 static int stdio_serve(int argc, char **argv) {
 	int serve = 0;
 	for (int i = 1; i < argc; i++) {
@@ -48,7 +47,7 @@ static int stdio_serve(int argc, char **argv) {
 // starts, with the monitor's setting added to GODEBUG (see
 // monitorSetting): done here, the first process costs an exec and no
 // initialisation of Go's packages. If the exec fails, the server runs as
-// it is and the Go code tries once more.
+// it is, and keepMonitorAwake says so.
 __attribute__((constructor)) static void memory_mcp_monitor(int argc, char **argv) {
 	if (!stdio_serve(argc, argv)) return;
 	const char *g = getenv("GODEBUG");
@@ -92,53 +91,30 @@ __attribute__((constructor)) static void memory_mcp_monitor(int argc, char **arg
 import "C"
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 )
 
-// keepMonitorAwake starts the stdio server again with the runtime's
-// monitor kept from its deep sleep (see monitorSetting), in the same
-// process: the same id, the same standard streams, nothing read from them
-// yet. A constructor in C (memory_mcp_monitor, above) does that before
-// the Go runtime starts for the usual command lines; this is for the
-// rest. In the server started so, it puts back the GODEBUG it was given,
-// for the processes it starts. It returns only when the server runs on as
-// it is: started so already, the setting chosen by GODEBUG, or the exec
-// refused (said on stderr).
-func keepMonitorAwake(ctx context.Context) {
+// keepMonitorAwake is the Go side of keeping the runtime's monitor awake
+// (see monitorSetting): the constructor above (memory_mcp_monitor) starts
+// the stdio server again, before the Go runtime starts, for every command
+// line the stdio server is run by. In the server started so, this puts
+// back the GODEBUG it was given, for the processes it starts. If the
+// server runs without the setting all the same (the exec failed: no /proc,
+// say), it says so on stderr and serves as it is: starting again from
+// here would fail the same way.
+func keepMonitorAwake() {
 	cur, set := os.LookupEnv("GODEBUG")
-	next, again := monitorEnv(cur, set)
-	if !again {
-		if strings.HasSuffix(cur, monitorSetting) {
-			if given, ok := givenEnv(cur); ok {
-				os.Setenv("GODEBUG", given)
-			} else {
-				os.Unsetenv("GODEBUG")
-			}
-		}
+	if _, again := monitorEnv(cur, set); again {
+		fmt.Fprintln(os.Stderr, "memory-mcp: could not start again with the runtime's monitor kept awake; serving as it is")
 		return
 	}
-	env := make([]string, 0, len(os.Environ())+1)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GODEBUG=") {
-			env = append(env, kv)
+	if strings.HasSuffix(cur, monitorSetting) {
+		if given, ok := givenEnv(cur); ok {
+			os.Setenv("GODEBUG", given)
+		} else {
+			os.Unsetenv("GODEBUG")
 		}
 	}
-	env = append(env, "GODEBUG="+next)
-	// A stop signal caught already would be lost with the exec, and a CPU
-	// profile's timer would outlive it and kill the new runtime.
-	if ctx.Err() != nil || os.Getenv(profileEnv) != "" {
-		return
-	}
-	exe, err := os.Executable()
-	if err == nil {
-		err = syscall.Exec(exe, os.Args, env) // keeps the process's name
-	}
-	if err != nil {
-		err = syscall.Exec("/proc/self/exe", os.Args, env)
-	}
-	fmt.Fprintln(os.Stderr, "memory-mcp: could not start again with the runtime's monitor kept awake; serving as it is:", err)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -107,4 +108,47 @@ func clip(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+// TestStdioServerKeepsItsMonitorAwakeHoweverRun: every command line that
+// serves over stdio (serve, --db or -db before or after it, with its value
+// apart or joined) has the monitor kept awake, from the start in C: the
+// server runs with the setting and says nothing of failing to.
+func TestStdioServerKeepsItsMonitorAwakeHoweverRun(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{
+		{"serve"},
+		{"--db", e.db, "serve"},
+		{"serve", "-db=" + e.db},
+		{"--db=" + e.db},
+	} {
+		cmd := e.command(args...)
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || !strings.Contains(line, `"id":1`) {
+			t.Fatalf("%v: no answer to initialize: %q, %v", args, line, err)
+		}
+		got := environOf(t, cmd.Process.Pid)["GODEBUG"]
+		in.Close()
+		cmd.Wait()
+		if got != monitorSetting {
+			t.Errorf("%v: the server runs with GODEBUG=%q, want %q", args, got, monitorSetting)
+		}
+		if strings.Contains(stderr.String(), "could not start again") {
+			t.Errorf("%v: %s", args, stderr.String())
+		}
+	}
 }

@@ -2,7 +2,5 @@
 
 package main
 
-import "context"
-
 // keepMonitorAwake does nothing here: the server is not started again.
-func keepMonitorAwake(context.Context) {}
+func keepMonitorAwake() {}

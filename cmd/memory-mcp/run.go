@@ -64,7 +64,7 @@ func runServe(c *cli, args []string) error {
 		return err
 	}
 	if stdioMonitor != nil {
-		stdioMonitor(c.ctx)
+		stdioMonitor()
 	}
 	if isTerminal(c.stdin) {
 		fmt.Fprint(c.stderr, `memory-mcp is an MCP server and is waiting for an agent on stdin/stdout.
@@ -91,10 +91,10 @@ Press Ctrl-C to stop.
 // own process leave it nil, so as not to change theirs.
 var stdioProcessors func(getenv func(string) string)
 
-// stdioMonitor starts the stdio server again with the runtime's monitor
-// kept from its deep sleep (see keepMonitorAwake). main sets it; tests
+// stdioMonitor finishes keeping the runtime's monitor from its deep sleep
+// in the stdio server (see keepMonitorAwake). main sets it; tests
 // that serve inside their own process leave it nil.
-var stdioMonitor func(context.Context)
+var stdioMonitor func()
 
 // stdioStartPages lets go of the pages start-up mapped, at the start of
 // the stdio server and once its session is initialized. main sets it
