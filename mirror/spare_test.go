@@ -454,3 +454,42 @@ func TestTemporaryDirectoryRemovedBetweenWrites(t *testing.T) {
 		t.Errorf("left in the temporary directory: %v", got)
 	}
 }
+
+// TestFilesMadeAheadHoldLargeNonASCIIFacts: a fact as large as a body may
+// be, in scripts of several bytes a character, and a fact of one word, are
+// written through files made ahead and read back through their own
+// descriptors: each file holds exactly its write, and the next sync (of
+// this process and of another) imports and reports nothing.
+func TestFilesMadeAheadHoldLargeNonASCIIFacts(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+	w := newWS(t)
+	other := newWSAt(t, w.root, w.st)
+	w.put(memory.Semantic, "first", "", "The first.")
+	w.sync()
+	other.sync()
+	unit := "日本語のメモ、Ünïcödé ✓ "
+	big := strings.Repeat(unit, memory.MaxBodyBytes/len(unit)-1)
+	for key, body := range map[string]string{"large": big, "small": "Ja."} {
+		n := spared(t, w.dir)
+		rec := w.put(memory.Semantic, key, "Ünïcödé", body)
+		if left := len(w.dir.spares.files); left >= n {
+			t.Errorf("%s: the write took no file made ahead", key)
+		}
+		if got, want := string(w.read(key+".md")), string(Encode(rec)); got != want {
+			t.Errorf("%s.md holds %d bytes, want the write's %d", key, len(got), len(want))
+		}
+		// Read back whole, the file is recorded as this write's: trusted
+		// by its times from now on (a read-back that differed records no
+		// change time).
+		if state, err := w.st.MirrorState(w.ctx, w.p); err != nil || looksStamped(state[key].MTime) && state[key].CTime == 0 {
+			t.Errorf("%s: recorded %+v, %v; want its change time kept", key, state[key], err)
+		}
+	}
+	for _, x := range []*ws{w, other} {
+		if rep := x.sync(); len(rep.Imported)+len(rep.Problems)+len(rep.Deleted)+len(rep.Renamed) > 0 {
+			t.Errorf("sync after the writes: %+v", rep)
+		}
+	}
+}
