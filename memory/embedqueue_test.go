@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"io/fs"
@@ -195,5 +196,27 @@ func BenchmarkFirstEmbedQuestion(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestFirstEmbedQuestionThatFailsLeavesNothingHalfDone: a first question
+// that fails (its caller gone) neither marks the database nor queues part
+// of it, and the next one queues every record once.
+func TestFirstEmbedQuestionThatFailsLeavesNothingHalfDone(t *testing.T) {
+	s, _ := mustOpen(t)
+	for i := range 20 {
+		put(t, s, projA, sem(fmt.Sprintf("fact-%d", i), "ship it"))
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.EmbedStatus(gone, "toy"); err == nil {
+		t.Fatal("a question whose caller is gone answered")
+	}
+	var wanted int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_wanted`).Scan(&wanted); err != nil || wanted != 0 || queued(t, s) != 0 {
+		t.Fatalf("after the failed question: wanted %d, %d queued, %v", wanted, queued(t, s), err)
+	}
+	if n, err := s.EmbedQueued(ctx, "toy"); err != nil || n != 20 || queued(t, s) != 20 {
+		t.Fatalf("the next question: %d queued (%d rows), %v; want 20", n, queued(t, s), err)
 	}
 }
