@@ -7,6 +7,8 @@ package main
 
 extern char **environ;
 
+void memory_mcp_touched_only(void); // touched_linux.go
+
 static const char monitor_setting[] = "schedtrace=2147483647";
 
 // has_setting reports whether the GODEBUG value g sets key.
@@ -43,15 +45,20 @@ static int stdio_serve(int argc, char **argv) {
 	return 1;
 }
 
-// memory_mcp_monitor starts the stdio server again, before the Go runtime
-// starts, with the monitor's setting added to GODEBUG (see
-// monitorSetting): done here, the first process costs an exec and no
-// initialisation of Go's packages. If the exec fails, the server runs as
-// it is, and keepMonitorAwake says so.
-__attribute__((constructor)) static void memory_mcp_monitor(int argc, char **argv) {
+// memory_mcp_stdio readies the stdio server, before the Go runtime
+// starts. It starts the server again with the monitor's setting added to
+// GODEBUG (see monitorSetting): done here, the first process costs an
+// exec and no initialisation of Go's packages. If the exec fails, the
+// server runs as it is, and keepMonitorAwake says so. The process that
+// serves then has its files' pages mapped only as it touches them (see
+// mapTouchedOnly).
+__attribute__((constructor)) static void memory_mcp_stdio(int argc, char **argv) {
 	if (!stdio_serve(argc, argv)) return;
 	const char *g = getenv("GODEBUG");
-	if (g && has_setting(g, "schedtrace")) return;
+	if (g && has_setting(g, "schedtrace")) {
+		memory_mcp_touched_only();
+		return;
+	}
 	size_t n = 0;
 	while (environ[n]) n++;
 	char **env = malloc((n + 2) * sizeof *env);
@@ -86,6 +93,7 @@ __attribute__((constructor)) static void memory_mcp_monitor(int argc, char **arg
 	execve("/proc/self/exe", argv, env);
 	free(v);
 	free(env);
+	memory_mcp_touched_only();
 }
 */
 import "C"
@@ -97,7 +105,7 @@ import (
 )
 
 // keepMonitorAwake is the Go side of keeping the runtime's monitor awake
-// (see monitorSetting): the constructor above (memory_mcp_monitor) starts
+// (see monitorSetting): the constructor above (memory_mcp_stdio) starts
 // the stdio server again, before the Go runtime starts, for every command
 // line the stdio server is run by. In the server started so, this puts
 // back the GODEBUG it was given, for the processes it starts. If the

@@ -36,6 +36,9 @@ func releaseStartPages() {
 	if err != nil {
 		return
 	}
+	// From here on, a page comes back alone (see mapTouchedOnly); where
+	// the kernel will not, 64 KiB of them around it, as before.
+	mapTouchedOnly(spans)
 	for _, s := range spans {
 		// Best effort: a mapping that went away in between is EINVAL or
 		// nothing at all.
