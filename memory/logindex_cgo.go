@@ -58,22 +58,31 @@ type walHeader struct{ p unsafe.Pointer }
 func logIndexOf(conn *sql.Conn) (walHeader, error) {
 	var h walHeader
 	err := conn.Raw(func(dc any) error {
-		sc, ok := dc.(*sqlite3.SQLiteConn)
-		if !ok {
-			return fmt.Errorf("not a SQLite connection: %T", dc)
+		db, err := sqliteHandle(dc)
+		if err != nil {
+			return err
 		}
-		// The driver keeps its sqlite3 handle to itself.
-		db := reflect.ValueOf(sc).Elem().FieldByName("db")
-		if !db.IsValid() || db.Kind() != reflect.Pointer || db.IsNil() {
-			return errors.New("the driver's connection has no SQLite handle")
-		}
-		h.p = C.logIndexHeader(db.UnsafePointer())
+		h.p = C.logIndexHeader(db)
 		if h.p == nil {
 			return errors.New("no log index mapped")
 		}
 		return nil
 	})
 	return h, err
+}
+
+// sqliteHandle returns the sqlite3 handle of dc, a driver connection.
+func sqliteHandle(dc any) (unsafe.Pointer, error) {
+	sc, ok := dc.(*sqlite3.SQLiteConn)
+	if !ok {
+		return nil, fmt.Errorf("not a SQLite connection: %T", dc)
+	}
+	// The driver keeps its sqlite3 handle to itself.
+	db := reflect.ValueOf(sc).Elem().FieldByName("db")
+	if !db.IsValid() || db.Kind() != reflect.Pointer || db.IsNil() {
+		return nil, errors.New("the driver's connection has no SQLite handle")
+	}
+	return db.UnsafePointer(), nil
 }
 
 // read returns the header, or false while a writer is rewriting it (its

@@ -1,0 +1,303 @@
+//go:build cgo
+
+package memory
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestStoreOpensWithTheGatheringVFS: the store's connections write their
+// log through the gathering VFS.
+func TestStoreOpensWithTheGatheringVFS(t *testing.T) {
+	s := openPath(t, filepath.Join(t.TempDir(), "memory.db"))
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	name, err := connVFS(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != gatherVFS+"/unix" {
+		t.Errorf("VFS %q, want %q over unix", name, gatherVFS)
+	}
+}
+
+// walBody is the body a gathering test writes under key, round v.
+func walBody(key string, v int) string {
+	return strings.TrimSpace(strings.Repeat(fmt.Sprintf("%s, round %d: a body long enough to overflow a page. ", key, v), 40))
+}
+
+// TestGatheredCommitsReachAnotherProcess: another process writes single
+// facts, rewrites some, runs a transaction of thousands that spills pages
+// to the log and is rolled back, and one that is committed, while this
+// process reads and writes the same database. Right after the rollback,
+// this process writes where the rolled-back pages lay in the log, before
+// the other writes again: what the other process had gathered for the
+// rolled-back transaction never lands over them. Every record either
+// process sees is whole, the rolled-back ones never appear, and the
+// database checks out whole at the end, for a third process too. The
+// test runs itself again as the other process.
+func TestGatheredCommitsReachAnotherProcess(t *testing.T) {
+	if path := os.Getenv("MEMORY_TEST_GATHER_DB"); path != "" {
+		gatherWriter(t, path)
+		return
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "memory.db")
+	goOn := filepath.Join(dir, "go-on")
+	s := openPath(t, path)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGatheredCommitsReachAnotherProcess$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MEMORY_TEST_GATHER_DB="+path, "MEMORY_TEST_GATHER_GO_ON="+goOn)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rolledBack := make(chan struct{})
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if sc.Text() == "rolled back" {
+				close(rolledBack)
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	seen, mine := 0, 0
+	check := func(key string, got Record, err error) {
+		t.Helper()
+		if errors.Is(err, ErrNotFound) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("read %s: %v", key, err)
+		}
+		if got.Body != walBody(key, 1) && got.Body != walBody(key, 2) {
+			t.Fatalf("read %s: a body of %d bytes that neither round wrote", key, len(got.Body))
+		}
+		seen++
+	}
+	write := func() {
+		key := fmt.Sprintf("reader-%d", mine)
+		put(t, s, projA, Write{Type: Semantic, Key: key, Body: walBody(key, 1)})
+		mine++
+	}
+	for done := false; !done; {
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("writer process: %v\n%s", err, out.String())
+			}
+			done = true
+		case <-rolledBack:
+			rolledBack = nil
+			for range 5 {
+				write()
+			}
+			if err := os.WriteFile(goOn, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		default:
+		}
+		for i := 0; i < 400; i += 37 {
+			key := fmt.Sprintf("single-%d", i)
+			got, err := s.Get(ctx, projA.ID, Selector{Key: key})
+			check(key, got, err)
+		}
+		if n, err := s.CountAll(ctx, projA.ID); err != nil {
+			t.Fatal(err)
+		} else if n > 400+1500+mine {
+			t.Fatalf("%d records seen: rolled-back ones among them", n)
+		}
+		write()
+	}
+	if rolledBack != nil {
+		t.Fatalf("the writer process never rolled back\n%s", out.String())
+	}
+	if seen == 0 {
+		t.Error("read no record of the other process while it wrote")
+	}
+	for _, st := range []*Store{s, openPath(t, path)} {
+		for i := range 400 {
+			key := fmt.Sprintf("single-%d", i)
+			got, err := st.Get(ctx, projA.ID, Selector{Key: key})
+			if err != nil {
+				t.Fatalf("read %s after: %v", key, err)
+			}
+			if want := walBody(key, 1+boolInt(i%3 == 0)); got.Body != want {
+				t.Fatalf("%s: %d bytes, want round %d's", key, len(got.Body), 1+boolInt(i%3 == 0))
+			}
+		}
+		for i := range mine {
+			key := fmt.Sprintf("reader-%d", i)
+			if got, err := st.Get(ctx, projA.ID, Selector{Key: key}); err != nil || got.Body != walBody(key, 1) {
+				t.Fatalf("%s, this process's: %d bytes, %v", key, len(got.Body), err)
+			}
+		}
+		var bulk, gone int
+		if err := st.db.QueryRowContext(ctx, `SELECT
+			(SELECT count(*) FROM records WHERE key LIKE 'bulk-%'),
+			(SELECT count(*) FROM records WHERE key LIKE 'rolled-back-%')`).Scan(&bulk, &gone); err != nil {
+			t.Fatal(err)
+		}
+		if bulk != 1500 || gone != 0 {
+			t.Errorf("%d bulk records (want 1500), %d rolled back (want 0)", bulk, gone)
+		}
+		var ok string
+		if err := st.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+			t.Errorf("integrity check: %q, %v", ok, err)
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// gatherWriter is the other process of TestGatheredCommitsReachAnotherProcess.
+func gatherWriter(t *testing.T, path string) {
+	s := openPath(t, path)
+	single := func(from, to int) {
+		for i := from; i < to; i++ {
+			key := fmt.Sprintf("single-%d", i)
+			put(t, s, projA, Write{Type: Semantic, Key: key, Body: walBody(key, 1)})
+			if i%3 == 0 {
+				put(t, s, projA, Write{Type: Semantic, Key: key, Body: walBody(key, 2)})
+			}
+		}
+	}
+	many := func(prefix string, n int, fail error) error {
+		return s.tx(ctx, func(tx *sql.Tx) error {
+			for i := range n {
+				key := fmt.Sprintf("%s-%d", prefix, i)
+				if _, _, err := s.put(ctx, tx, projA, Write{Type: Semantic, Key: key, Body: walBody(key, 1)}, ""); err != nil {
+					return err
+				}
+			}
+			return fail
+		})
+	}
+	single(0, 200)
+	stop := errors.New("rolled back on purpose")
+	if err := many("rolled-back", 2000, stop); !errors.Is(err, stop) {
+		t.Fatalf("the transaction to roll back: %v", err)
+	}
+	fmt.Println("rolled back")
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(os.Getenv("MEMORY_TEST_GATHER_GO_ON")); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the other process never wrote after the rollback")
+		}
+	}
+	single(200, 400)
+	if err := many("bulk", 1500, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommitThatCannotBeWrittenFails: when the log cannot take a commit
+// (here the process's file size limit; a full disk alike), the write
+// returns the error and is not stored, while every write that returned
+// success is, whole, for the next process to open the database. The
+// test runs itself again as the process that writes.
+func TestCommitThatCannotBeWrittenFails(t *testing.T) {
+	if path := os.Getenv("MEMORY_TEST_FULL_DB"); path != "" {
+		fullWriter(t, path)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "memory.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitThatCannotBeWrittenFails$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MEMORY_TEST_FULL_DB="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("writer process: %v\n%s", err, out)
+	}
+	var stored, refused []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "stored" {
+			stored = append(stored, f[1])
+		}
+		if len(f) >= 2 && f[0] == "refused" {
+			refused = append(refused, f[1])
+		}
+	}
+	if len(stored) < 3 || len(refused) == 0 {
+		t.Fatalf("%d writes stored, %d refused; want some of each\n%s", len(stored), len(refused), out)
+	}
+	s := openPath(t, path)
+	for _, key := range stored {
+		got, err := s.Get(ctx, projA.ID, Selector{Key: key})
+		if err != nil || got.Body != walBody(key, 1) {
+			t.Errorf("%s, whose write returned success: %d bytes, %v", key, len(got.Body), err)
+		}
+	}
+	for _, key := range refused {
+		if _, err := s.Get(ctx, projA.ID, Selector{Key: key}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s, whose write failed: %v, want not found", key, err)
+		}
+	}
+	var ok string
+	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Errorf("integrity check: %q, %v", ok, err)
+	}
+}
+
+// fullWriter is the process of TestCommitThatCannotBeWrittenFails: it
+// writes until the log reaches the file size limit it sets itself, and
+// prints each key stored or refused.
+func fullWriter(t *testing.T, path string) {
+	signal.Ignore(syscall.SIGXFSZ) // a write past the limit fails with EFBIG instead
+	s := openPath(t, path)
+	s.stopCheckpoints() // so that the log only grows
+	for i := range 3 {
+		key := fmt.Sprintf("before-%d", i)
+		put(t, s, projA, Write{Type: Semantic, Key: key, Body: walBody(key, 1)})
+		fmt.Printf("stored %s\n", key)
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := uint64(fi.Size() + 48<<10)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
+		t.Skip("cannot limit file sizes:", err)
+	}
+	refused := 0
+	for i := 0; i < 200 && refused < 3; i++ {
+		key := fmt.Sprintf("after-%d", i)
+		if _, _, err := s.Put(ctx, projA, Write{Type: Semantic, Key: key, Body: walBody(key, 1)}); err != nil {
+			fmt.Printf("refused %s %v\n", key, err)
+			refused++
+			continue
+		}
+		fmt.Printf("stored %s\n", key)
+	}
+	time.Sleep(10 * time.Millisecond)
+}
