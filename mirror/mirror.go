@@ -369,6 +369,33 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	perm, keepPerm := fs.FileMode(0o644), false
 	var before []byte // what the file held; nil: there was none
 	var mtime time.Time
+	if last == nil {
+		// No file on record: the new one is linked in under the name,
+		// which fails if a file is there (a hand-made one, say), and
+		// only then is that file looked at, as below. A lookup first
+		// would cost a write as much as the link.
+		stamp, made, err := d.create(r, rec.Key, name, data)
+		if err == nil {
+			if made != nil {
+				defer made.Close()
+			}
+			return d.written(r, rec.Key, name, stamp, data, made, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
+		}
+		if !errors.Is(err, errNameTaken) {
+			return memory.FileState{}, nil, err
+		}
+		// Something is there that the last sync did not take in: it
+		// stays, and the write is a conflict that says what it is,
+		// unless it is a file holding what was to be written.
+		fi, cur, err := d.current(r, name)
+		switch {
+		case err == nil && !fi.Mode().IsRegular():
+			return memory.FileState{}, nil, d.editedAside("write", rec.Key, nil, errNotRegular)
+		case err == nil && bytes.Equal(cur, data):
+			return st(fi), nil, nil
+		}
+		return memory.FileState{}, nil, d.edited("write", rec.Key, cur)
+	}
 	if fi, cur, err := d.current(r, name); err == nil {
 		if !fi.Mode().IsRegular() {
 			return memory.FileState{}, nil, fmt.Errorf("write %s: it is not a regular file (%s); refusing to replace it", relFile(name), fi.Mode().Type())
@@ -390,7 +417,13 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	}
 
 	if before == nil {
+		// The file found above went meanwhile.
 		stamp, made, err := d.create(r, rec.Key, name, data)
+		if errors.Is(err, errNameTaken) {
+			// Created by hand since it was looked for: it stays.
+			_, cur, _ := d.current(r, name)
+			return memory.FileState{}, nil, d.edited("write", rec.Key, cur)
+		}
 		if err != nil {
 			return memory.FileState{}, nil, err
 		}
@@ -474,14 +507,17 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 }
 
 // create writes name, a new file holding data, linked in under its name
-// in one step: a file a person created there meanwhile is never replaced,
-// and create returns a conflict naming it. It returns the file's stamp,
+// in one step: a file a person created there is never replaced, and
+// create returns errNameTaken. It returns the file's stamp,
 // and the file made ahead that it linked in, still open, if it took one.
 //
 // A file made ahead has no name until it is linked in, so it needs
 // nothing of the temporary directory: that is made only when none is
 // there to take, for the next ones to be made in (and a named temporary
 // file makes it too: writeTemp1).
+// errNameTaken is create's error when a file is at the name already.
+var errNameTaken = errors.New("a file is there already")
+
 func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, *os.File, error) {
 	if !d.hasSpare() {
 		if err := makeTempSub(r); err != nil {
@@ -513,9 +549,7 @@ func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, *os.
 		r.Remove(tmp)
 	}
 	if errors.Is(err, fs.ErrExist) {
-		// Created by hand since it was looked for: it stays.
-		_, cur, _ := d.current(r, name)
-		return time.Time{}, nil, d.edited("write", key, cur)
+		return time.Time{}, nil, errNameTaken
 	}
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)

@@ -698,3 +698,50 @@ func TestAttackNoHardLinks(t *testing.T) {
 		t.Errorf("left in the temporary directory: %v", got)
 	}
 }
+
+// TestNewFactMeetsAFileNoSyncSaw: a new fact's write looks at its name
+// only when linking its file in fails. A file, a symlink or a directory a
+// person put at the name before the write began, which no sync saw, stays
+// as it is, and the write is a conflict that says what is there; a file
+// or directory made ahead is not left behind.
+func TestNewFactMeetsAFileNoSyncSaw(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "outside.md")
+	if err := os.WriteFile(outside, []byte("outside"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, says string
+		make       func(p string) error
+	}{
+		{"file", "was edited by hand", func(p string) error { return os.WriteFile(p, []byte("---\ntype: semantic\n---\nA person's.\n"), 0o644) }},
+		{"symlink", "not a regular file", func(p string) error { return os.Symlink(outside, p) }},
+		{"directory", "not a regular file", func(p string) error { return os.Mkdir(p, 0o755) }},
+	} {
+		for _, ahead := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s made ahead %v", tc.name, ahead), func(t *testing.T) {
+				w := wsMadeAhead(t, ahead)
+				if err := tc.make(w.path("fact.md")); err != nil {
+					t.Fatal(err)
+				}
+				before, _ := os.Lstat(w.path("fact.md"))
+				err := w.putErr("fact", "From a tool.")
+				if !errors.Is(err, memory.ErrConflict) || !strings.Contains(err.Error(), tc.says) {
+					t.Errorf("write: %v, want a conflict saying %q", err, tc.says)
+				}
+				after, err := os.Lstat(w.path("fact.md"))
+				if err != nil || !os.SameFile(before, after) || after.ModTime() != before.ModTime() {
+					t.Errorf("fact.md: %v, %v; want the person's %s untouched", after, err, tc.name)
+				}
+				if b, _ := os.ReadFile(outside); string(b) != "outside" {
+					t.Errorf("the file outside the workspace now holds %q", b)
+				}
+				if _, err := w.st.Get(w.ctx, w.p, memory.Selector{Key: "fact"}); !errors.Is(err, memory.ErrNotFound) {
+					t.Errorf("the refused fact is stored: %v", err)
+				}
+				if got := tempEntries(t, w); len(got) > 0 {
+					t.Errorf("left in the temporary directory: %v", got)
+				}
+			})
+		}
+	}
+}
