@@ -78,20 +78,7 @@ func TestReleaseStartPagesKeepsWhatIsTheProcesssOwn(t *testing.T) {
 	dir := t.TempDir()
 	const size = 256 << 10
 	content := bytes.Repeat([]byte("memory-mcp start pages "), size/23+1)[:size]
-	path := filepath.Join(dir, "mapped")
-	if err := os.WriteFile(path, content, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	clean, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(clean)
+	clean, f := mapReadOnly(t, content)
 	owned, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +126,28 @@ func TestReleaseStartPagesKeepsWhatIsTheProcesssOwn(t *testing.T) {
 	if err != nil || got.Body != "Written after the start pages went." {
 		t.Fatalf("read back %+v, %v", got, err)
 	}
+}
+
+// mapReadOnly writes content to a new file and maps it, private and
+// read-only, until the test ends; it returns the mapping and the file,
+// open until then too.
+func mapReadOnly(t *testing.T, content []byte) ([]byte, *os.File) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mapped")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := unix.Mmap(int(f.Fd()), 0, len(content), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(m) })
+	return m, f
 }
 
 // residentKB is the Rss smaps shows for the mapping that starts at b.

@@ -7,12 +7,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestPagesMapOnlyOnceTouched: once the start pages are let go, reading
@@ -25,20 +22,7 @@ func TestPagesMapOnlyOnceTouched(t *testing.T) {
 	for i := range content {
 		content[i] = byte(i*7 + i>>12)
 	}
-	path := filepath.Join(t.TempDir(), "mapped")
-	if err := os.WriteFile(path, content, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(m)
+	m, _ := mapReadOnly(t, content)
 
 	releaseStartPages()
 	if err := touchedErr(); err != nil {
