@@ -3,7 +3,6 @@
 package memory
 
 /*
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +66,7 @@ extern int sqlite3_vfs_register(walVfs *, int);
 extern int sqlite3_file_control(void *db, const char *schema, int op, void *arg);
 extern void sqlite3_free(void *);
 extern char *sqlite3_mprintf(const char *, ...);
+extern walSqliteFile *sqlite3_database_file_object(const char *);
 
 #define WAL_OK 0
 #define WAL_OPEN_WAL 0x00080000
@@ -78,67 +78,88 @@ extern char *sqlite3_mprintf(const char *, ...);
 #define WAL_GATHER_MAX (1 << 16)
 
 // walFile is a file of the gathering VFS: the unix VFS's own file follows
-// it in the same allocation.
+// it in the same allocation. A connection's database file and its log
+// know each other, and a connection is used by one thread at a time, so
+// none of this needs a lock.
 typedef struct walFile {
 	walSqliteFile base;
 	walSqliteFile *real;
-	int log;          // the write-ahead log: its writes are gathered
-	int commitHeader; // the last write was a commit frame's header
+	int log;               // the write-ahead log: its writes are gathered
+	struct walFile *db;    // a log: its connection's database file
+	struct walFile *logf;  // a database file: its connection's log, while open
 	unsigned char *buf;
-	int n, cap;       // buf holds the bytes for [off, off+n)
+	int n, cap;            // buf holds the bytes for [off, off+n)
 	walI64 off;
-	struct walFile *next; // the process's open logs
+	walI64 commitPage;     // where the commit frame's page goes, once its header came; -1: none
+	int through;           // a commit was written: writes go straight to the file until the next lock or barrier
+	int err;               // a write that failed where its error could not be returned
 } walFile;
 
 static walVfs *walReal;
 static walVfs walGather;
-static pthread_mutex_t walMu = PTHREAD_MUTEX_INITIALIZER;
-static walFile *walLogs;  // every open log, under walMu
-static int walPending;     // bytes gathered and not written, any log
 
-// walFlushLocked writes p's gathered bytes. They go either way: bytes
-// that failed to be written must never reach the file later, after other
+// walFlush writes p's gathered bytes. They go either way: bytes that
+// failed to be written must never reach the file later, after other
 // writes (the transaction they were for fails with this error).
-static int walFlushLocked(walFile *p) {
+static int walFlush(walFile *p) {
 	if (p->n == 0) return WAL_OK;
 	int rc = p->real->pMethods->xWrite(p->real, p->buf, p->n, p->off);
-	__atomic_sub_fetch(&walPending, p->n, __ATOMIC_RELAXED);
 	p->n = 0;
 	return rc;
 }
 
-static int walFlush(walFile *p) {
-	if (!p->log) return WAL_OK;
-	pthread_mutex_lock(&walMu);
-	int rc = walFlushLocked(p);
-	pthread_mutex_unlock(&walMu);
-	return rc;
+// walPending returns, and forgets, the error of a write that failed where
+// it could not be returned (see walOwnLog), else flushes p.
+static int walPending(walFile *p) {
+	if (p->err != WAL_OK) {
+		int rc = p->err;
+		p->err = WAL_OK;
+		p->n = 0;
+		return rc;
+	}
+	return walFlush(p);
 }
 
-// walFlushAll writes every log's gathered bytes, before a lock on the log
-// index changes or its header is published (see walShmLock).
-static void walFlushAll(void) {
-	if (__atomic_load_n(&walPending, __ATOMIC_RELAXED) == 0) return;
-	pthread_mutex_lock(&walMu);
-	for (walFile *p = walLogs; p; p = p->next) walFlushLocked(p);
-	pthread_mutex_unlock(&walMu);
+// walOwnLog writes what the database file d's log has gathered, before a
+// lock of the log index changes or a barrier publishes its header, and
+// ends the writes straight through of a commit. A failure here has no one
+// to tell: the log returns it from its next call.
+static void walOwnLog(walFile *d) {
+	walFile *p = d->logf;
+	if (p == 0) return;
+	int rc = walFlush(p);
+	if (rc != WAL_OK && p->err == WAL_OK) p->err = rc;
+	p->through = 0;
+	p->commitPage = -1;
 }
 
 static int walGatherWrite(walFile *p, const void *z, int amt, walI64 off) {
-	int rc = WAL_OK;
-	pthread_mutex_lock(&walMu);
+	int rc = p->err;
+	if (rc != WAL_OK || p->through) {
+		p->commitPage = -1;
+		if (rc != WAL_OK) {
+			p->err = WAL_OK;
+			p->n = 0;
+			return rc;
+		}
+		// After a commit's frames, SQLite may write headers again (their
+		// checksums) and pad the log: each goes to the file at once, so
+		// that its error is the commit's too.
+		return p->real->pMethods->xWrite(p->real, z, amt, off);
+	}
+	// p->n is 0 here only when nothing is gathered.
 	if (p->n > 0 && off == p->off + p->n && p->n + amt <= WAL_GATHER_MAX) {
 		// appended: the common case
 	} else if (p->n > 0 && off >= p->off && off + amt <= p->off + p->n) {
 		// a frame of this transaction written again
 		memcpy(p->buf + (off - p->off), z, amt);
-		goto done;
+		p->commitPage = -1;
+		return WAL_OK;
 	} else {
-		rc = walFlushLocked(p);
-		if (rc != WAL_OK) goto out;
-		if (amt > WAL_GATHER_MAX) {
-			rc = p->real->pMethods->xWrite(p->real, z, amt, off);
-			goto out;
+		rc = walFlush(p);
+		if (rc != WAL_OK || amt > WAL_GATHER_MAX) {
+			p->commitPage = -1;
+			return rc != WAL_OK ? rc : p->real->pMethods->xWrite(p->real, z, amt, off);
 		}
 		p->off = off;
 	}
@@ -148,56 +169,58 @@ static int walGatherWrite(walFile *p, const void *z, int amt, walI64 off) {
 		unsigned char *b = realloc(p->buf, cap);
 		if (!b) {
 			// Written as SQLite asked, after what came before.
-			rc = walFlushLocked(p);
-			if (rc == WAL_OK) rc = p->real->pMethods->xWrite(p->real, z, amt, off);
-			goto out;
+			p->commitPage = -1;
+			rc = walFlush(p);
+			return rc != WAL_OK ? rc : p->real->pMethods->xWrite(p->real, z, amt, off);
 		}
 		p->buf = b;
 		p->cap = cap;
 	}
 	memcpy(p->buf + p->n, z, amt);
 	p->n += amt;
-	__atomic_add_fetch(&walPending, amt, __ATOMIC_RELAXED);
-done:
 	// A commit frame's header carries the database's size after the
-	// commit (bytes 4-7, zero in every other frame); its page is the
-	// transaction's last write. Written then, an error is the commit's
-	// to return, before SQLite publishes the frames.
-	if (p->commitHeader) {
-		p->commitHeader = 0;
-		rc = walFlushLocked(p);
-	} else if (amt == WAL_FRAME_HEADER) {
-		const unsigned char *h = z;
-		p->commitHeader = (h[4] | h[5] | h[6] | h[7]) != 0;
+	// commit (bytes 4-7, zero in every other frame), and its page follows
+	// it at once: the transaction's last frame. Written then, an error is
+	// the commit's to return, before SQLite publishes the frames.
+	if (p->commitPage >= 0 && off == p->commitPage) {
+		p->commitPage = -1;
+		p->through = 1;
+		return walFlush(p);
 	}
-out:
-	pthread_mutex_unlock(&walMu);
-	return rc;
+	p->commitPage = -1;
+	if (amt == WAL_FRAME_HEADER) {
+		const unsigned char *h = z;
+		if ((h[4] | h[5] | h[6] | h[7]) != 0) p->commitPage = off + WAL_FRAME_HEADER;
+	}
+	return WAL_OK;
 }
 
 static int walClose(walSqliteFile *f) {
 	walFile *p = (walFile *)f;
-	int rc = WAL_OK;
-	if (p->log) {
-		pthread_mutex_lock(&walMu);
-		rc = walFlushLocked(p);
-		for (walFile **q = &walLogs; *q; q = &(*q)->next) {
-			if (*q == p) {
-				*q = p->next;
-				break;
-			}
-		}
-		pthread_mutex_unlock(&walMu);
-		free(p->buf);
-		p->buf = 0;
+	if (p->logf) {
+		// The database file before its log, which SQLite does not do:
+		// the log's writes go straight to it from now on.
+		walOwnLog(p);
+		p->logf->db = 0;
+		p->logf->log = 0;
 	}
+	int rc = walPending(p);
+	if (p->db && p->db->logf == p) p->db->logf = 0;
+	free(p->buf);
+	p->buf = 0;
 	int rc2 = p->real->pMethods->xClose(p->real);
 	return rc != WAL_OK ? rc : rc2;
 }
 
+// walBefore readies a log for any call but a write: what it gathered is
+// written, and an error left from a lock or a barrier is returned.
+static int walBefore(walFile *p) {
+	return walPending(p);
+}
+
 static int walRead(walSqliteFile *f, void *z, int amt, walI64 off) {
 	walFile *p = (walFile *)f;
-	int rc = walFlush(p);
+	int rc = walBefore(p);
 	if (rc != WAL_OK) return rc;
 	return p->real->pMethods->xRead(p->real, z, amt, off);
 }
@@ -210,21 +233,21 @@ static int walWrite(walSqliteFile *f, const void *z, int amt, walI64 off) {
 
 static int walTruncate(walSqliteFile *f, walI64 size) {
 	walFile *p = (walFile *)f;
-	int rc = walFlush(p);
+	int rc = walBefore(p);
 	if (rc != WAL_OK) return rc;
 	return p->real->pMethods->xTruncate(p->real, size);
 }
 
 static int walSync(walSqliteFile *f, int flags) {
 	walFile *p = (walFile *)f;
-	int rc = walFlush(p);
+	int rc = walBefore(p);
 	if (rc != WAL_OK) return rc;
 	return p->real->pMethods->xSync(p->real, flags);
 }
 
 static int walFileSize(walSqliteFile *f, walI64 *size) {
 	walFile *p = (walFile *)f;
-	int rc = walFlush(p);
+	int rc = walBefore(p);
 	if (rc != WAL_OK) return rc;
 	return p->real->pMethods->xFileSize(p->real, size);
 }
@@ -246,7 +269,7 @@ static int walCheckReservedLock(walSqliteFile *f, int *out) {
 
 static int walFileControl(walSqliteFile *f, int op, void *arg) {
 	walFile *p = (walFile *)f;
-	int rc = walFlush(p);
+	int rc = walBefore(p);
 	if (rc != WAL_OK) return rc;
 	rc = p->real->pMethods->xFileControl(p->real, op, arg);
 	// 12 is SQLITE_FCNTL_VFSNAME: a shim names itself before the VFS
@@ -278,17 +301,18 @@ static int walShmMap(walSqliteFile *f, int pg, int size, int extend, void volati
 // walShmLock and walShmBarrier are the database file's: SQLite publishes
 // a commit's frames in the log index's header after a barrier, and a
 // writer gives the log over to the next by unlocking. Before either,
-// every gathered byte is in the log, where the next reader or writer
-// looks for it.
+// every byte the connection's log gathered is in the file, where the next
+// reader or writer looks for it. Another connection's are left alone:
+// they are not its to publish, and an error writing them would be lost.
 static int walShmLock(walSqliteFile *f, int offset, int n, int flags) {
 	walFile *p = (walFile *)f;
-	walFlushAll();
+	walOwnLog(p);
 	return p->real->pMethods->xShmLock(p->real, offset, n, flags);
 }
 
 static void walShmBarrier(walSqliteFile *f) {
 	walFile *p = (walFile *)f;
-	walFlushAll();
+	walOwnLog(p);
 	p->real->pMethods->xShmBarrier(p->real);
 }
 
@@ -312,6 +336,11 @@ static int walUnfetch(walSqliteFile *f, walI64 off, void *ptr) {
 // real file lacks.
 static walIoMethods walMethods[4];
 
+// walOurs reports whether f is a file of this VFS.
+static int walOurs(walSqliteFile *f) {
+	return f && f->pMethods && f->pMethods >= &walMethods[1] && f->pMethods <= &walMethods[3];
+}
+
 static int walOpen(walVfs *vfs, const char *name, walSqliteFile *f, int flags, int *out) {
 	walFile *p = (walFile *)f;
 	memset(p, 0, sizeof *p);
@@ -324,12 +353,17 @@ static int walOpen(walVfs *vfs, const char *name, walSqliteFile *f, int flags, i
 	}
 	int v = m->iVersion < 1 ? 1 : m->iVersion > 3 ? 3 : m->iVersion;
 	p->base.pMethods = &walMethods[v];
-	p->log = (flags & WAL_OPEN_WAL) != 0;
-	if (p->log) {
-		pthread_mutex_lock(&walMu);
-		p->next = walLogs;
-		walLogs = p;
-		pthread_mutex_unlock(&walMu);
+	p->commitPage = -1;
+	if (flags & WAL_OPEN_WAL) {
+		// The log's writes are gathered only when its connection's
+		// database file is this VFS's, whose locks and barriers write
+		// them out.
+		walSqliteFile *db = sqlite3_database_file_object(name);
+		if (walOurs(db)) {
+			p->log = 1;
+			p->db = (walFile *)db;
+			p->db->logf = p;
+		}
 	}
 	return rc;
 }
@@ -427,13 +461,21 @@ import (
 // and checkpointers read only the frames the index's header counts, and
 // the header is published after a memory barrier (xShmBarrier), by the
 // writer holding the log's write lock. So that no connection ever finds
-// a frame the index counts missing from the file, every gathered byte
-// of the process is written before any barrier and before any lock of
-// the index is taken or given up, and before the log is read, synced,
-// truncated, sized or closed. Bytes that fail to be written are dropped,
+// a frame the index counts missing from the file, every byte a
+// connection's log gathered is written before any barrier of that
+// connection and before any lock of the index it takes or gives up, and
+// before the log is read, synced, truncated, sized or closed. The log is
+// the connection's own (sqlite3_database_file_object pairs it with its
+// database file), and nothing writes another connection's bytes, whose
+// error would be lost. After a commit frame, until the next lock or
+// barrier, writes go straight to the file (SQLite may write frame
+// headers again, their checksums, and pad the log), so that their
+// errors are the commit's. Bytes that fail to be written are dropped,
 // never written later out of order, and the transaction they were for
-// fails. A process killed with bytes gathered loses only a commit that
-// never returned, which SQLite's recovery of the log ignores.
+// fails; a failure at a lock or a barrier, which cannot be returned
+// there, is returned by the log's next call. A process killed with bytes
+// gathered loses only a commit that never returned, which SQLite's
+// recovery of the log ignores.
 const gatherVFS = "memory-mcp-gather"
 
 var gatherOnce struct {

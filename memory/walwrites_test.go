@@ -301,3 +301,156 @@ func fullWriter(t *testing.T, path string) {
 	}
 	time.Sleep(10 * time.Millisecond)
 }
+
+// TestCommitAfterRewrittenChecksumsFails: a transaction that spills pages
+// to the log and changes them again has SQLite write the frames' headers
+// again after its commit frame, the last of them the commit frame's. The
+// next commit, of one page, on that connection, whose header the log can
+// take but not its page (the file size limit just past the header),
+// fails, and another process finds the database whole without it. The
+// test runs itself again as the process that writes.
+func TestCommitAfterRewrittenChecksumsFails(t *testing.T) {
+	if path := os.Getenv("MEMORY_TEST_RECKSUM_DB"); path != "" {
+		recksumWriter(t, path)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "memory.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitAfterRewrittenChecksumsFails$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MEMORY_TEST_RECKSUM_DB="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("writer process: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("refused")) {
+		t.Fatalf("the one-page commit past the limit did not fail:\n%s", out)
+	}
+	s := openPath(t, path)
+	var ok string
+	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("integrity check: %q, %v", ok, err)
+	}
+	var n, x int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*), (SELECT x FROM scratch WHERE rowid = 1) FROM scratch`).Scan(&n, &x); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3000 || x != 1 {
+		t.Errorf("%d rows, the first holding %d; want 3000 and 1 (the refused update not applied)", n, x)
+	}
+}
+
+// recksumWriter is the process of TestCommitAfterRewrittenChecksumsFails.
+func recksumWriter(t *testing.T, path string) {
+	signal.Ignore(syscall.SIGXFSZ)
+	s := openPath(t, path)
+	s.stopCheckpoints()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		`PRAGMA cache_size = 10`,
+		`CREATE TABLE scratch (x INTEGER, pad TEXT)`,
+		`BEGIN`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+			INSERT INTO scratch SELECT 0, hex(randomblob(100)) FROM n`,
+		`UPDATE scratch SET x = 1`,
+		`COMMIT`,
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := uint64(fi.Size() + 24)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: lim, Max: lim}); err != nil {
+		t.Skip("cannot limit file sizes:", err)
+	}
+	if _, err := conn.ExecContext(ctx, `UPDATE scratch SET x = 2 WHERE rowid = 1`); err != nil {
+		fmt.Println("refused", err)
+		return
+	}
+	fmt.Println("stored")
+}
+
+// TestReaderLeavesAWritersGatheredBytesAlone: a connection that begins
+// to read, while another of the same process holds gathered bytes of a
+// transaction that spilled pages to the log, writes none of them: here
+// the log can take nothing more at that moment, and a writer's bytes
+// written then would have been dropped, leaving a hole in its commit.
+// The writer commits once the log can grow again, and another process
+// finds every row and the database whole. The test runs itself again as
+// the process that writes.
+func TestReaderLeavesAWritersGatheredBytesAlone(t *testing.T) {
+	if path := os.Getenv("MEMORY_TEST_READER_DB"); path != "" {
+		readerWriter(t, path)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "memory.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReaderLeavesAWritersGatheredBytesAlone$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MEMORY_TEST_READER_DB="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("writer process: %v\n%s", err, out)
+	}
+	s := openPath(t, path)
+	var ok string
+	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("integrity check: %q, %v", ok, err)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM scratch`).Scan(&n); err != nil || n != 3000 {
+		t.Errorf("%d rows, %v; want 3000", n, err)
+	}
+}
+
+// readerWriter is the process of TestReaderLeavesAWritersGatheredBytesAlone.
+func readerWriter(t *testing.T, path string) {
+	signal.Ignore(syscall.SIGXFSZ)
+	s := openPath(t, path)
+	s.stopCheckpoints()
+	w, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, q := range []string{
+		`PRAGMA cache_size = 10`,
+		`CREATE TABLE scratch (x INTEGER, pad TEXT)`,
+		`BEGIN`,
+		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+			INSERT INTO scratch SELECT i, hex(randomblob(100)) FROM n`,
+	} {
+		if _, err := w.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var was syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Skip(err)
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(fi.Size()), Max: was.Max}); err != nil {
+		t.Skip("cannot limit file sizes:", err)
+	}
+	var n int
+	if err := r.QueryRowContext(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil {
+		t.Fatalf("read while the log cannot grow: %v", err)
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.ExecContext(ctx, `COMMIT`); err != nil {
+		t.Fatalf("commit once the log can grow: %v", err)
+	}
+}
