@@ -20,19 +20,30 @@ package main
 #endif
 
 // touched is the userfaultfd mappings are registered with (see
-// mapTouchedOnly), -errno if it could not be had, 0 before it is asked
-// for. It stays open as long as the process runs: closing it would undo
-// the registrations.
-static int touched;
+// mapTouchedOnly), or -errno if it could not be had, once touched_asked.
+// It stays open as long as the process runs: closing it would undo the
+// registrations.
+static int touched, touched_asked;
 
 // touched_open opens the userfaultfd, once: one that may mark mappings
 // of any kind for asynchronous write protection (Linux 6.7 and later),
 // for faults in user mode only (what an unprivileged process may ask
 // for). It returns the descriptor or -errno.
 static int touched_open(void) {
-	if (touched != 0) return touched;
+	if (touched_asked) return touched;
+	touched_asked = 1;
 	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
 	if (fd < 0) return touched = -errno;
+	if (fd <= 2) {
+		// Started with stdin, stdout or stderr closed: the descriptor
+		// must not become one of them, where the Go runtime would take
+		// it for the server's input or output.
+		int high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		int e = errno;
+		close(fd);
+		if (high < 0) return touched = -e;
+		fd = high;
+	}
 	struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC};
 	if (ioctl(fd, UFFDIO_API, &api) != 0) {
 		int e = errno;

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,37 @@ func smapsOf(t *testing.T, pid int, path string) []smapping {
 		}
 	}
 	return out
+}
+
+// TestStdioServerStartedWithStdinClosedEnds: a server started with its
+// standard input closed reads end of input and ends, as the Go runtime
+// makes it (/dev/null in its place): the descriptor its mappings are
+// registered with, opened before the runtime starts, never takes the
+// place of a standard one, where the server waited on it for ever.
+func TestStdioServerStartedWithStdinClosedEnds(t *testing.T) {
+	e := newEnv(t)
+	cmd := exec.Command("/bin/sh", "-c", `exec "$0" serve <&-`, binary)
+	cmd.Env, cmd.Dir = e.vars(), e.root
+	var out, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the server ended with %v\nstderr: %s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", cmd.Process.Pid))
+		in, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", cmd.Process.Pid))
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the server started with stdin closed still runs after 20 s (stdin: %s, %d descriptors)", in, len(fds))
+	}
+	if out.Len() > 0 {
+		t.Errorf("wrote %q with no input", out.String())
+	}
 }
