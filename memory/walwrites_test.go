@@ -231,12 +231,7 @@ func TestCommitThatCannotBeWrittenFails(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitThatCannotBeWrittenFails$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "MEMORY_TEST_FULL_DB="+path)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("writer process: %v\n%s", err, out)
-	}
+	out := runSelf(t, "TestCommitThatCannotBeWrittenFails", "MEMORY_TEST_FULL_DB", path)
 	var stored, refused []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -263,10 +258,7 @@ func TestCommitThatCannotBeWrittenFails(t *testing.T) {
 			t.Errorf("%s, whose write failed: %v, want not found", key, err)
 		}
 	}
-	var ok string
-	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
-		t.Errorf("integrity check: %q, %v", ok, err)
-	}
+	checkWhole(t, s)
 }
 
 // fullWriter is the process of TestCommitThatCannotBeWrittenFails: it
@@ -315,20 +307,12 @@ func TestCommitAfterRewrittenChecksumsFails(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitAfterRewrittenChecksumsFails$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "MEMORY_TEST_RECKSUM_DB="+path)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("writer process: %v\n%s", err, out)
-	}
+	out := runSelf(t, "TestCommitAfterRewrittenChecksumsFails", "MEMORY_TEST_RECKSUM_DB", path)
 	if !bytes.Contains(out, []byte("refused")) {
 		t.Fatalf("the one-page commit past the limit did not fail:\n%s", out)
 	}
 	s := openPath(t, path)
-	var ok string
-	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
-		t.Fatalf("integrity check: %q, %v", ok, err)
-	}
+	checkWhole(t, s)
 	var n, x int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*), (SELECT x FROM scratch WHERE rowid = 1) FROM scratch`).Scan(&n, &x); err != nil {
 		t.Fatal(err)
@@ -348,19 +332,8 @@ func recksumWriter(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	for _, q := range []string{
-		`PRAGMA cache_size = 10`,
-		`CREATE TABLE scratch (x INTEGER, pad TEXT)`,
-		`BEGIN`,
-		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
-			INSERT INTO scratch SELECT 0, hex(randomblob(100)) FROM n`,
-		`UPDATE scratch SET x = 1`,
-		`COMMIT`,
-	} {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	execAll(t, conn, `PRAGMA cache_size = 10`, `CREATE TABLE scratch (x INTEGER, pad TEXT)`,
+		`BEGIN`, scratchRows("0"), `UPDATE scratch SET x = 1`, `COMMIT`)
 	fi, err := os.Stat(path + "-wal")
 	if err != nil {
 		t.Fatal(err)
@@ -390,16 +363,9 @@ func TestReaderLeavesAWritersGatheredBytesAlone(t *testing.T) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReaderLeavesAWritersGatheredBytesAlone$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "MEMORY_TEST_READER_DB="+path)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("writer process: %v\n%s", err, out)
-	}
+	runSelf(t, "TestReaderLeavesAWritersGatheredBytesAlone", "MEMORY_TEST_READER_DB", path)
 	s := openPath(t, path)
-	var ok string
-	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
-		t.Fatalf("integrity check: %q, %v", ok, err)
-	}
+	checkWhole(t, s)
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM scratch`).Scan(&n); err != nil || n != 3000 {
 		t.Errorf("%d rows, %v; want 3000", n, err)
@@ -421,17 +387,7 @@ func readerWriter(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for _, q := range []string{
-		`PRAGMA cache_size = 10`,
-		`CREATE TABLE scratch (x INTEGER, pad TEXT)`,
-		`BEGIN`,
-		`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
-			INSERT INTO scratch SELECT i, hex(randomblob(100)) FROM n`,
-	} {
-		if _, err := w.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	execAll(t, w, `PRAGMA cache_size = 10`, `CREATE TABLE scratch (x INTEGER, pad TEXT)`, `BEGIN`, scratchRows("i"))
 	var was syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &was); err != nil {
 		t.Skip(err)
@@ -453,4 +409,44 @@ func readerWriter(t *testing.T, path string) {
 	if _, err := w.ExecContext(ctx, `COMMIT`); err != nil {
 		t.Fatalf("commit once the log can grow: %v", err)
 	}
+}
+
+// runSelf runs test name again in a child process, with env set to path,
+// and returns what it printed; the child failing fails t.
+func runSelf(t *testing.T, name, env, path string) []byte {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env+"="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("writer process: %v\n%s", err, out)
+	}
+	return out
+}
+
+// execAll runs each statement on conn.
+func execAll(t *testing.T, conn *sql.Conn, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// checkWhole fails t unless s's database passes integrity_check.
+func checkWhole(t *testing.T, s *Store) {
+	t.Helper()
+	var ok string
+	if err := s.db.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("integrity check: %q, %v", ok, err)
+	}
+}
+
+// scratchRows is the statement that fills the scratch table with 3,000
+// rows whose x is v (a column name: their number) and whose pages, at a
+// cache of 10 pages, spill to the log.
+func scratchRows(v string) string {
+	return `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+			INSERT INTO scratch SELECT ` + v + `, hex(randomblob(100)) FROM n`
 }
