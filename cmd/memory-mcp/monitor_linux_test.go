@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -122,33 +121,18 @@ func TestStdioServerKeepsItsMonitorAwakeHoweverRun(t *testing.T) {
 		{"serve", "-db=" + e.db},
 		{"--db=" + e.db},
 	} {
-		cmd := e.command(args...)
-		var stderr lockedBuffer
-		cmd.Stderr = &stderr
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
+		h := startHostileCmd(t, e.command(args...))
+		h.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		if m, _ := h.await("1", 30*time.Second); m["result"] == nil {
+			t.Fatalf("%v: no answer to initialize: %v", args, m)
 		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintln(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-		line, err := bufio.NewReader(out).ReadString('\n')
-		if err != nil || !strings.Contains(line, `"id":1`) {
-			t.Fatalf("%v: no answer to initialize: %q, %v", args, line, err)
-		}
-		got := environOf(t, cmd.Process.Pid)["GODEBUG"]
-		in.Close()
-		cmd.Wait()
+		got := environOf(t, h.cmd.Process.Pid)["GODEBUG"]
+		h.exit(15 * time.Second)
 		if got != monitorSetting {
 			t.Errorf("%v: the server runs with GODEBUG=%q, want %q", args, got, monitorSetting)
 		}
-		if strings.Contains(stderr.String(), "could not start again") {
-			t.Errorf("%v: %s", args, stderr.String())
+		if strings.Contains(h.stderr.String(), "could not start again") {
+			t.Errorf("%v: %s", args, h.stderr.String())
 		}
 	}
 }

@@ -47,7 +47,12 @@ type hostileSession struct {
 
 func startHostile(t *testing.T, e env) *hostileSession {
 	t.Helper()
-	cmd := e.command()
+	return startHostileCmd(t, e.command())
+}
+
+// startHostileCmd is startHostile for a command line of the test's own.
+func startHostileCmd(t *testing.T, cmd *exec.Cmd) *hostileSession {
+	t.Helper()
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
