@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -48,9 +47,7 @@ func awaitLetGo(t *testing.T, w *ws, what string) {
 // whole under its new name, is not written to: the next write lands in
 // the new directory, and the old one is let go.
 func TestHeldDirectoryRenamedAway(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := heldWS(t, 0)
 	old := w.dir.Path() + ".old"
 	if err := os.Rename(w.dir.Path(), old); err != nil {
@@ -77,9 +74,7 @@ func TestHeldDirectoryRenamedAway(t *testing.T) {
 // a memories directory. The write is refused, as without a held
 // directory, and nothing is written outside the workspace.
 func TestHeldDirectoryBehindASymlink(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := heldWS(t, 0)
 	outside := t.TempDir()
 	if err := os.Rename(filepath.Join(w.root, ".prometheus"), filepath.Join(outside, ".prometheus")); err != nil {
@@ -101,9 +96,7 @@ func TestHeldDirectoryBehindASymlink(t *testing.T) {
 // let go with the files made ahead once writes stop, and a server that
 // only reads (syncs) never holds it again.
 func TestHeldDirectoryLetGoWhenIdle(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := heldWS(t, 100*time.Millisecond)
 	awaitLetGo(t, w, "after writes stopped")
 	w.write("by-hand.md", "---\ntype: semantic\n---\nWritten by hand.\n")
@@ -125,9 +118,7 @@ func TestHeldDirectoryLetGoWhenIdle(t *testing.T) {
 // the directory they hold is let go as well once writes stop; and after
 // Close no write holds it.
 func TestHeldDirectoryLetGoAfterWritesThatMakeNoFile(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := heldWS(t, 100*time.Millisecond)
 	letGo := func(what string) { t.Helper(); awaitLetGo(t, w, what) }
 	letGo("after the writes stopped")

@@ -16,6 +16,14 @@ import (
 	"prom.codes/memory-mcp/scope"
 )
 
+// needSpares skips a test of files made ahead where none are made.
+func needSpares(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("files are made ahead on Linux only")
+	}
+}
+
 // spared waits until d holds files made ahead, and returns how many; it
 // skips the test where the system cannot make them.
 func spared(t *testing.T, d *Dir) int {
@@ -77,9 +85,7 @@ func umask() fs.FileMode {
 // gets (or the one the old file had), and leave nothing in the temporary
 // directory.
 func TestWritesUseFilesMadeAhead(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := newWS(t)
 	w.put(memory.Semantic, "first", "", "The first.")
 	n := spared(t, w.dir)
@@ -191,9 +197,7 @@ func TestFilesMadeAheadOutliveTheDirectory(t *testing.T) {
 // directory became a mount) costs nothing but itself: the write makes
 // its own file, and the rest made ahead are dropped.
 func TestFileMadeAheadOnAnotherFileSystem(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := newWS(t)
 	w.put(memory.Semantic, "first", "", "The first.")
 	spared(t, w.dir)
@@ -228,9 +232,7 @@ func TestFileMadeAheadOnAnotherFileSystem(t *testing.T) {
 // TestCloseReleasesFilesMadeAhead: Close closes every file made ahead and
 // makes no more; writes after it still work.
 func TestCloseReleasesFilesMadeAhead(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := newWS(t)
 	before := openFiles(t)
 	w.put(memory.Semantic, "first", "", "The first.")
@@ -379,9 +381,7 @@ func TestRemoveDirectoryRightAfterAWrite(t *testing.T) {
 // then on; the files hold exactly what the writes gave, and each is the
 // file made ahead (one inode, no temporary file left).
 func TestFilesMadeAheadLinkOnAnOlderKernel(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	asked := 0
 	refuseEmptyPath(t, &asked)
 	w := newWS(t)
@@ -414,9 +414,7 @@ func TestFilesMadeAheadLinkOnAnOlderKernel(t *testing.T) {
 // .gitignore come back with the first named temporary file, and files
 // are made ahead again.
 func TestTemporaryDirectoryRemovedBetweenWrites(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := newWS(t)
 	w.put(memory.Semantic, "first", "", "The first.")
 	spared(t, w.dir)
@@ -461,9 +459,7 @@ func TestTemporaryDirectoryRemovedBetweenWrites(t *testing.T) {
 // descriptors: each file holds exactly its write, and the next sync (of
 // this process and of another) imports and reports nothing.
 func TestFilesMadeAheadHoldLargeNonASCIIFacts(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	w := newWS(t)
 	other := newWSAt(t, w.root, w.st)
 	w.put(memory.Semantic, "first", "", "The first.")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -338,9 +337,7 @@ func TestStampAttack2MissingDirThenWrittenElsewhere(t *testing.T) {
 // took a file made ahead.
 func TestStampAttack2OnAFileMadeAhead(t *testing.T) {
 	needStamps(t)
-	if runtime.GOOS != "linux" {
-		t.Skip("files are made ahead on Linux only")
-	}
+	needSpares(t)
 	for _, how := range []string{"edited in place", "renamed over"} {
 		t.Run(how, func(t *testing.T) {
 			w := newWS(t)
