@@ -407,31 +407,18 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		if last == nil || hash(cur) != last.Hash {
 			return memory.FileState{}, nil, d.edited("write", rec.Key, cur)
 		}
+		if cur == nil {
+			cur = []byte{} // before is non-nil: a file was there
+		}
 		before, mtime = cur, fi.ModTime()
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
-	} else if last != nil {
+	} else {
 		// Removed (or renamed) since the last sync: writing it again
 		// would undo that.
 		return memory.FileState{}, nil, unsynced(memory.Errorf(memory.CodeConflict, "", "%s was removed or renamed by hand since the last sync; it was not written again. Retry: the removal is imported first", relFile(name)))
 	}
 
-	if before == nil {
-		// The file found above went meanwhile.
-		stamp, made, err := d.create(r, rec.Key, name, data)
-		if errors.Is(err, errNameTaken) {
-			// Created by hand since it was looked for: it stays.
-			_, cur, _ := d.current(r, name)
-			return memory.FileState{}, nil, d.edited("write", rec.Key, cur)
-		}
-		if err != nil {
-			return memory.FileState{}, nil, err
-		}
-		if made != nil {
-			defer made.Close()
-		}
-		return d.written(r, rec.Key, name, stamp, data, made, st, func() { d.putBack(name, hash(data), nil, perm, mtime) })
-	}
 	tmp, stamp, err := d.writeTemp(r, name, data, perm, keepPerm)
 	if err != nil {
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
