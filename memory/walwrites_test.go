@@ -43,7 +43,8 @@ func walBody(key string, v int) string {
 
 // TestGatheredCommitsReachAnotherProcess: another process writes single
 // facts, rewrites some, runs a transaction of thousands that spills pages
-// to the log and is rolled back, and one that is committed, while this
+// to the log and is rolled back, one that is committed, and a record of
+// the largest size in characters of several bytes, while this
 // process reads and writes the same database. Right after the rollback,
 // this process writes where the rolled-back pages lay in the log, before
 // the other writes again: what the other process had gathered for the
@@ -126,7 +127,7 @@ func TestGatheredCommitsReachAnotherProcess(t *testing.T) {
 		}
 		if n, err := s.CountAll(ctx, projA.ID); err != nil {
 			t.Fatal(err)
-		} else if n > 400+1500+mine {
+		} else if n > 400+1500+1+mine {
 			t.Fatalf("%d records seen: rolled-back ones among them", n)
 		}
 		write()
@@ -153,6 +154,9 @@ func TestGatheredCommitsReachAnotherProcess(t *testing.T) {
 			if got, err := st.Get(ctx, projA.ID, Selector{Key: key}); err != nil || got.Body != walBody(key, 1) {
 				t.Fatalf("%s, this process's: %d bytes, %v", key, len(got.Body), err)
 			}
+		}
+		if got, err := st.Get(ctx, projA.ID, Selector{Key: "largest"}); err != nil || got.Body != largestBody() {
+			t.Fatalf("the largest record, non-ASCII: %d bytes, %v; want %d", len(got.Body), err, len(largestBody()))
 		}
 		var bulk, gone int
 		if err := st.db.QueryRowContext(ctx, `SELECT
@@ -218,6 +222,14 @@ func gatherWriter(t *testing.T, path string) {
 	if err := many("bulk", 1500, nil); err != nil {
 		t.Fatal(err)
 	}
+	put(t, s, projA, Write{Type: Semantic, Key: "largest", Body: largestBody()})
+}
+
+// largestBody is a body of the largest size a record takes, in characters
+// of two to four bytes: its frames fill the gathering's buffer many times.
+func largestBody() string {
+	b := strings.Repeat("ü日𝄞", MaxBodyBytes/9)
+	return b[:len(b)-len("𝄞")]
 }
 
 // TestCommitThatCannotBeWrittenFails: when the log cannot take a commit
