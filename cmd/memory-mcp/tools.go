@@ -631,8 +631,9 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 		}
 	}
 	defaults := hasDefaults(schema)
+	fast := compileArgCheck(schema)
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := checkArguments(req.Params.Arguments, in, schema, fields)
+		args, err := checkArguments(req.Params.Arguments, in, schema, fields, fast)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -722,7 +723,7 @@ func exactNumbers(b []byte) bool {
 // names the field and what it takes, never the value sent: the validator's
 // own messages quote values, and a value may be a secret.
 func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (json.RawMessage, error) {
-	args, err := checkArguments(raw, resolved, schema, fields)
+	args, err := checkArguments(raw, resolved, schema, fields, compileArgCheck(schema))
 	if err != nil {
 		return nil, err
 	}
@@ -730,8 +731,10 @@ func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *
 }
 
 // checkArguments is applyArguments without the encoding, which a call
-// whose arguments decode straight from the request does without.
-func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (map[string]any, error) {
+// whose arguments decode straight from the request does without. fast,
+// when not nil, is schema compiled (compileArgCheck): arguments that fit
+// it need neither defaults nor the validator.
+func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved, fast *argCheck) (map[string]any, error) {
 	args := map[string]any{}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &args); err != nil {
@@ -742,6 +745,9 @@ func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *
 		if v == nil {
 			delete(args, k)
 		}
+	}
+	if fast != nil && fast.fits(args) {
+		return args, nil
 	}
 	if err := resolved.ApplyDefaults(&args); err != nil {
 		return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
