@@ -222,7 +222,10 @@ func TestArgCheckLeavesOtherSchemasToTheValidator(t *testing.T) {
 }
 
 // TestRefusedArgumentsStillSayWhy: arguments the check refuses still get
-// the validator's answer, naming the field and never its value.
+// the validator's answer, naming the field and never its value: a field
+// named as one the tool takes but for its case (which decoding into the
+// tool's input would take for it), a null in a list, a number in a map
+// of strings.
 func TestRefusedArgumentsStillSayWhy(t *testing.T) {
 	s := toolSchemas(t)["memory_write"]
 	rs, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
@@ -242,6 +245,9 @@ func TestRefusedArgumentsStillSayWhy(t *testing.T) {
 		`{"type":"notatype","key":"k","body":"sk-live-0123456789abcdef"}`:      "type must be",
 		`{"type":"semantic","key":"k"}`:                                        "body is required",
 		`{"type":"semantic","key":"k","body":"b","secret":"ghp_0123456789ab"}`: "arguments hold a field",
+		`{"type":"semantic","key":"k","body":"b","Body":"ghp_0123456789ab"}`:   "arguments hold a field",
+		`{"type":"semantic","key":"k","body":"b","tags":[null]}`:               "tags must be",
+		`{"type":"semantic","key":"k","body":"b","metadata":{"a":1}}`:          "metadata must be",
 	} {
 		_, err := checkArguments(json.RawMessage(raw), rs, s, fields, fast)
 		if err == nil || !strings.Contains(err.Error(), want) {
