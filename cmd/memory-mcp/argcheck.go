@@ -106,19 +106,27 @@ func compileNode(m map[string]any) *argCheck {
 }
 
 func (c *argCheck) compileEnum(v any) bool {
+	vals, ok := stringList(v)
+	c.enum = vals // an empty enum admits nothing
+	return ok && c.typ == "string"
+}
+
+// stringList returns v, a decoded JSON array, as the strings it holds; false
+// if it is not an array of strings.
+func stringList(v any) ([]string, bool) {
 	vals, ok := v.([]any)
-	if !ok || c.typ != "string" {
-		return false
+	if !ok {
+		return nil, false
 	}
-	c.enum = []string{} // an empty enum admits nothing
+	out := make([]string, 0, len(vals))
 	for _, e := range vals {
 		s, ok := e.(string)
 		if !ok {
-			return false
+			return nil, false
 		}
-		c.enum = append(c.enum, s)
+		out = append(out, s)
 	}
-	return true
+	return out, true
 }
 
 func (c *argCheck) compileProps(v any) bool {
@@ -140,18 +148,9 @@ func (c *argCheck) compileProps(v any) bool {
 }
 
 func (c *argCheck) compileRequired(v any) bool {
-	names, ok := v.([]any)
-	if !ok || c.typ != "object" {
-		return false
-	}
-	for _, n := range names {
-		s, ok := n.(string)
-		if !ok {
-			return false
-		}
-		c.required = append(c.required, s)
-	}
-	return true
+	names, ok := stringList(v)
+	c.required = names
+	return ok && c.typ == "object"
 }
 
 // fits reports whether v, a value as encoding/json decodes it into an

@@ -32,10 +32,7 @@ func toolSchemas(t testing.TB) schemaCatch {
 // validatorSays is what checkArguments's general way says of args.
 func validatorSays(t testing.TB, s *jsonschema.Schema, args map[string]any) bool {
 	t.Helper()
-	rs, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs, _ := resolveArgs(t, s)
 	b, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
@@ -228,16 +225,7 @@ func TestArgCheckLeavesOtherSchemasToTheValidator(t *testing.T) {
 // of strings.
 func TestRefusedArgumentsStillSayWhy(t *testing.T) {
 	s := toolSchemas(t)["memory_write"]
-	rs, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fields := map[string]*jsonschema.Resolved{}
-	for name, p := range s.Properties {
-		if fields[name], err = p.Resolve(nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rs, fields := resolveArgs(t, s)
 	fast := compileArgCheck(s)
 	for raw, want := range map[string]string{
 		`{"type":"semantic","key":"k","body":"b","confidence":7}`:              "confidence must be",
@@ -263,14 +251,7 @@ func TestRefusedArgumentsStillSayWhy(t *testing.T) {
 // compiled check, and the general way.
 func BenchmarkCheckArguments(b *testing.B) {
 	s := toolSchemas(b)["memory_write"]
-	rs, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	fields := map[string]*jsonschema.Resolved{}
-	for name, p := range s.Properties {
-		fields[name], _ = p.Resolve(nil)
-	}
+	rs, fields := resolveArgs(b, s)
 	raw := json.RawMessage(`{"type":"semantic","key":"fact-123","description":"fact number 123","body":"The build uses Go modules; run go test ./... before pushing. 123","tags":["a","b"]}`)
 	for _, c := range []struct {
 		name string

@@ -473,7 +473,9 @@ func TestArgumentsDecodeAlike(t *testing.T) {
 	}
 }
 
-func decodeBoth(t *testing.T, s *jsonschema.Schema, cases []string, zero func() any) {
+// resolveArgs resolves a tool's input schema s as addTool does: whole,
+// and each of its properties for argumentError.
+func resolveArgs(t testing.TB, s *jsonschema.Schema) (*jsonschema.Resolved, map[string]*jsonschema.Resolved) {
 	t.Helper()
 	in, err := s.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 	if err != nil {
@@ -485,6 +487,12 @@ func decodeBoth(t *testing.T, s *jsonschema.Schema, cases []string, zero func() 
 			t.Fatal(err)
 		}
 	}
+	return in, fields
+}
+
+func decodeBoth(t *testing.T, s *jsonschema.Schema, cases []string, zero func() any) {
+	t.Helper()
+	in, fields := resolveArgs(t, s)
 	if hasDefaults(s) {
 		t.Fatal("a schema has defaults: the straight decode is never used")
 	}
