@@ -9,9 +9,9 @@ import (
 )
 
 // argCheck is a tool's input schema compiled for the arguments that fit
-// it. The schema validator is general: a write's arguments cost it 70
-// allocations and about 4 µs, its defaults pass 1 µs more, a tenth of the
-// server's own work on a read by key. The schemas of these tools use a
+// it. The schema validator is general: a fact's write's arguments cost
+// it and its defaults pass 95 allocations and 5 µs, and under a client
+// the whole check took 18 of the server's 400 µs. The schemas of these tools use a
 // few keywords only (type, enum, minimum, maximum, properties, required,
 // additionalProperties, items), and a check of exactly those says the
 // same of arguments decoded from JSON in a fraction of that. Arguments
