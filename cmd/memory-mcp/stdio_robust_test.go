@@ -36,7 +36,7 @@ func (l *lockedBuffer) String() string {
 // every wait has a deadline, so a server that hangs or dies fails the test
 // instead of stalling it.
 type hostileSession struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	frames chan map[string]any
@@ -45,13 +45,13 @@ type hostileSession struct {
 	done   chan struct{}             // closed once the process has exited
 }
 
-func startHostile(t *testing.T, e env) *hostileSession {
+func startHostile(t testing.TB, e env) *hostileSession {
 	t.Helper()
 	return startHostileCmd(t, e.command())
 }
 
 // startHostileCmd is startHostile for a command line of the test's own.
-func startHostileCmd(t *testing.T, cmd *exec.Cmd) *hostileSession {
+func startHostileCmd(t testing.TB, cmd *exec.Cmd) *hostileSession {
 	t.Helper()
 	in, err := cmd.StdinPipe()
 	if err != nil {
