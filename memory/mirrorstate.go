@@ -274,7 +274,7 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 			}
 			if !sameContent(old, out) || old.Source != FromMarkdown {
 				out.UpdatedAt = s.now().UTC()
-				if err := s.store(ctx, tx, string(p), out, true); err != nil {
+				if err := s.store(ctx, tx, string(p), out, updateAll); err != nil {
 					if strings.Contains(err.Error(), "UNIQUE") {
 						return Errorf(CodeConflict, "key", "%q is held by another project record", w.Key)
 					}

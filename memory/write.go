@@ -437,7 +437,11 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 		}
 		return rec, false, nil
 	}
-	if err := s.store(ctx, tx, b, rec, exists); err != nil {
+	mode := insertRow
+	if exists {
+		mode = updateContent // found under its name (sameName)
+	}
+	if err := s.store(ctx, tx, b, rec, mode); err != nil {
 		return Record{}, false, err
 	}
 	if err := s.writeFile(ctx, tx, p, rec, true); err != nil {
@@ -478,30 +482,28 @@ func (s *Store) sameName(ctx context.Context, tx *sql.Tx, b string, w Write) (Re
 	return old, exists, nil
 }
 
-// store inserts or replaces rec's row. Neither statement returns the
-// row: a RETURNING clause makes SQLite gather its rows apart and
-// database/sql watch them from a goroutine of their own, 3 µs of a write
-// (BenchmarkPutNew).
-func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exists bool) error {
+// storeMode is what store does with a record's row.
+type storeMode int
+
+const (
+	insertRow     storeMode = iota // a new record
+	updateContent                  // the record found under rec's name, which stays
+	updateAll                      // the record of rec's id, perhaps renamed or retyped
+)
+
+// store inserts or updates rec's row in bucket b. Neither statement
+// returns the row: a RETURNING clause makes SQLite gather its rows apart
+// and database/sql watch them from a goroutine of their own, 3 µs of a
+// write (BenchmarkPutNew). An update of content alone leaves the columns
+// of the name, and so the indexes that hold only them, as they are.
+func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, mode storeMode) error {
 	tags, _ := json.Marshal(nonNil(rec.Tags))
 	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
-	if exists {
-		res, err := tx.ExecContext(ctx, `UPDATE records SET project = ?, scope = ?, type = ?, key = ?, description = ?, body = ?, tags = ?, confidence = ?,
-			use_count = ?, updated_at = ?, expires_at = ?, session_id = ?, source = ?, metadata = ? WHERE id = ?`,
-			b, int(rec.Scope), string(rec.Type), rec.Key, rec.Description, rec.Body, string(tags), rec.Confidence,
-			rec.UseCount, rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta), rec.ID)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		if err == nil && n == 0 {
-			err = sql.ErrNoRows // read in this transaction, so never
-		}
-		if err != nil {
-			return fmt.Errorf("update %s: %w", rec.Key, err)
-		}
-	} else {
-		_, err := tx.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, description, body, tags, confidence, use_count,
+	var res sql.Result
+	var err error
+	switch mode {
+	case insertRow:
+		_, err = tx.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, description, body, tags, confidence, use_count,
 			last_accessed_at, created_at, updated_at, expires_at, session_id, source, metadata)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.ID, b, int(rec.Scope), string(rec.Type), rec.Key, rec.Description, rec.Body, string(tags), rec.Confidence, rec.UseCount,
@@ -509,6 +511,27 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, exi
 		if err != nil {
 			return fmt.Errorf("insert %s: %w", rec.Key, err)
 		}
+		return nil
+	case updateContent:
+		res, err = tx.ExecContext(ctx, `UPDATE records SET description = ?, body = ?, tags = ?, confidence = ?,
+			use_count = ?, updated_at = ?, expires_at = ?, session_id = ?, source = ?, metadata = ? WHERE id = ?`,
+			rec.Description, rec.Body, string(tags), rec.Confidence,
+			rec.UseCount, rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta), rec.ID)
+	default:
+		res, err = tx.ExecContext(ctx, `UPDATE records SET project = ?, scope = ?, type = ?, key = ?, description = ?, body = ?, tags = ?, confidence = ?,
+			use_count = ?, updated_at = ?, expires_at = ?, session_id = ?, source = ?, metadata = ? WHERE id = ?`,
+			b, int(rec.Scope), string(rec.Type), rec.Key, rec.Description, rec.Body, string(tags), rec.Confidence,
+			rec.UseCount, rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta), rec.ID)
+	}
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err == nil && n == 0 {
+		err = sql.ErrNoRows // read in this transaction, so never
+	}
+	if err != nil {
+		return fmt.Errorf("update %s: %w", rec.Key, err)
 	}
 	return nil
 }
