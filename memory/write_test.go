@@ -86,3 +86,24 @@ func TestFactAndProcedureShareAKey(t *testing.T) {
 		}
 	}
 }
+
+// TestPutThatChangesNoRowFails: a write under an existing name whose
+// update changes no row (here a trigger drops it, as a row gone from
+// under the transaction would) fails and changes nothing, where a
+// statement without RETURNING would otherwise report no error at all.
+func TestPutThatChangesNoRowFails(t *testing.T) {
+	s, _ := mustOpen(t)
+	put(t, s, projA, Write{Type: Semantic, Key: "kept", Body: "First body."})
+	if _, err := s.db.ExecContext(ctx, `CREATE TRIGGER drop_updates BEFORE UPDATE ON records BEGIN SELECT RAISE(IGNORE); END`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Put(ctx, projA, Write{Type: Semantic, Key: "kept", Body: "Second body."}); err == nil {
+		t.Error("a write whose update changed no row succeeded")
+	}
+	if _, err := s.db.ExecContext(ctx, `DROP TRIGGER drop_updates`); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, s, "kept"); got.Body != "First body." {
+		t.Errorf("body after the failed write: %q", got.Body)
+	}
+}
