@@ -303,16 +303,13 @@ const recency = `max(r.updated_at, coalesce(r.last_accessed_at, 0))`
 
 // effectiveQuery reads the effective records of type t in the weave's
 // order, from an index in that order (see migration 0008), so that a limit
-// stops the walk instead of sorting every record of the type. The index of
-// procedures holds nothing else (migration 0021), and a planner uses it
-// only for a query that says so in its text: a parameter's value is not
-// known when the statement is prepared.
+// stops the walk instead of sorting every record of the type.
 func effectiveQuery(t Type) string {
-	index, only, order := "records_weave", "", `r.confidence DESC, r.use_count DESC, `+recency+` DESC, r.key`
+	index, order := "records_weave", `r.confidence DESC, r.use_count DESC, `+recency+` DESC, r.key`
 	if t == Procedural {
-		index, only, order = "records_weave_use", `r.type = 'procedural' AND `, `r.use_count DESC, `+recency+` DESC, r.key`
+		index, order = "records_weave_use", `r.use_count DESC, `+recency+` DESC, r.key`
 	}
-	return `SELECT ` + cols + ` FROM records r INDEXED BY ` + index + ` WHERE r.type = @type AND ` + only + effective + ` ORDER BY ` + order
+	return `SELECT ` + cols + ` FROM records r INDEXED BY ` + index + ` WHERE r.type = @type AND ` + effective + ` ORDER BY ` + order
 }
 
 // Effective returns every effective record of the given types (all types when
