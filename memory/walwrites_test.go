@@ -277,9 +277,7 @@ func TestCommitThatCannotBeWrittenFails(t *testing.T) {
 // writes until the log reaches the file size limit it sets itself, and
 // prints each key stored or refused.
 func fullWriter(t *testing.T, path string) {
-	signal.Ignore(syscall.SIGXFSZ) // a write past the limit fails with EFBIG instead
-	s := openPath(t, path)
-	s.stopCheckpoints() // so that the log only grows
+	s := openLimitedWriter(t, path)
 	for i := range 3 {
 		key := fmt.Sprintf("before-%d", i)
 		put(t, s, projA, Write{Type: Semantic, Key: key, Body: walBody(key, 1)})
@@ -334,11 +332,19 @@ func TestCommitAfterRewrittenChecksumsFails(t *testing.T) {
 	}
 }
 
-// recksumWriter is the process of TestCommitAfterRewrittenChecksumsFails.
-func recksumWriter(t *testing.T, path string) {
+// openLimitedWriter opens path in a process of its own that will write
+// past a file size limit: such a write fails with EFBIG instead of the
+// signal, and no checkpoint runs, so that the log only grows.
+func openLimitedWriter(t *testing.T, path string) *Store {
 	signal.Ignore(syscall.SIGXFSZ)
 	s := openPath(t, path)
 	s.stopCheckpoints()
+	return s
+}
+
+// recksumWriter is the process of TestCommitAfterRewrittenChecksumsFails.
+func recksumWriter(t *testing.T, path string) {
+	s := openLimitedWriter(t, path)
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -386,9 +392,7 @@ func TestReaderLeavesAWritersGatheredBytesAlone(t *testing.T) {
 
 // readerWriter is the process of TestReaderLeavesAWritersGatheredBytesAlone.
 func readerWriter(t *testing.T, path string) {
-	signal.Ignore(syscall.SIGXFSZ)
-	s := openPath(t, path)
-	s.stopCheckpoints()
+	s := openLimitedWriter(t, path)
 	w, err := s.db.Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
