@@ -490,6 +490,17 @@ func resolveArgs(t testing.TB, s *jsonschema.Schema) (*jsonschema.Resolved, map[
 	return in, fields
 }
 
+// applyArguments is checkArguments through the validator alone, its
+// result encoded again: the way arguments went before they decoded
+// straight into a tool's input.
+func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (json.RawMessage, error) {
+	args, err := checkArguments(raw, resolved, schema, fields, nil)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(args)
+}
+
 func decodeBoth(t *testing.T, s *jsonschema.Schema, cases []string, zero func() any) {
 	t.Helper()
 	in, fields := resolveArgs(t, s)

@@ -718,20 +718,10 @@ func exactNumbers(b []byte) bool {
 	return true
 }
 
-// applyArguments validates a call's arguments against the tool's input
-// schema after applying its defaults, and returns them as JSON. A failure
+// checkArguments validates a call's arguments against the tool's input
+// schema after applying its defaults, and returns them decoded. A failure
 // names the field and what it takes, never the value sent: the validator's
-// own messages quote values, and a value may be a secret.
-func applyArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (json.RawMessage, error) {
-	args, err := checkArguments(raw, resolved, schema, fields, compileArgCheck(schema))
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(args)
-}
-
-// checkArguments is applyArguments without the encoding, which a call
-// whose arguments decode straight from the request does without. fast,
+// own messages quote values, and a value may be a secret. fast,
 // when not nil, is schema compiled (compileArgCheck): arguments that fit
 // it need neither defaults nor the validator.
 func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved, fast *argCheck) (map[string]any, error) {
