@@ -39,7 +39,7 @@ func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschem
 
 // dropNull turns the ["null", T] unions inferred for pointers, slices and
 // maps into plain T: several clients reject a type array, and an optional
-// field is one that is not required. applyArguments drops a null argument
+// field is one that is not required. checkArguments drops a null argument
 // before validation, so a client sending one gets the field's default.
 func dropNull(s *jsonschema.Schema) {
 	if s == nil {
