@@ -404,7 +404,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		if bytes.Equal(cur, data) {
 			return st(fi), nil, nil
 		}
-		if last == nil || hash(cur) != last.Hash {
+		if hash(cur) != last.Hash {
 			return memory.FileState{}, nil, d.edited("write", rec.Key, cur)
 		}
 		if cur == nil {
@@ -493,6 +493,9 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 	return d.written(r, rec.Key, name, stamp, data, nil, st, func() { d.putBack(name, hash(data), before, perm, mtime) })
 }
 
+// errNameTaken is create's error when a file is at the name already.
+var errNameTaken = errors.New("a file is there already")
+
 // create writes name, a new file holding data, linked in under its name
 // in one step: a file a person created there is never replaced, and
 // create returns errNameTaken. It returns the file's stamp,
@@ -502,9 +505,6 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 // nothing of the temporary directory: that is made only when none is
 // there to take, for the next ones to be made in (and a named temporary
 // file makes it too: writeTemp1).
-// errNameTaken is create's error when a file is at the name already.
-var errNameTaken = errors.New("a file is there already")
-
 func (d *Dir) create(r *os.Root, key, name string, data []byte) (time.Time, *os.File, error) {
 	if !d.hasSpare() {
 		if err := makeTempSub(r); err != nil {
