@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"prom.codes/memory-mcp/scope"
 )
@@ -105,5 +106,47 @@ func TestPutThatChangesNoRowFails(t *testing.T) {
 	}
 	if got := get(t, s, "kept"); got.Body != "First body." {
 		t.Errorf("body after the failed write: %q", got.Body)
+	}
+}
+
+// TestRewriteUnderItsName: a fact rewritten under its own name, which
+// updates its content and leaves the columns of its name alone, is found
+// by its new words and not its old ones, keeps its id and creation time,
+// and stays one record; a rewrite holding a secret is refused without
+// quoting it, and the fact stays as it was.
+func TestRewriteUnderItsName(t *testing.T) {
+	s, c := mustOpen(t)
+	first := put(t, s, projA, Write{Type: Semantic, Key: "deploy", Body: "Deploys run kubectl rollout."})
+	c.Add(time.Minute)
+	second, created, err := s.Put(ctx, projA, Write{Type: Semantic, Key: "deploy", Body: "Deploys run helm upgrade — Größe 日本語.", Tags: []string{"ops"}})
+	if err != nil || created {
+		t.Fatalf("rewrite: created %v, %v", created, err)
+	}
+	if second.ID != first.ID || !second.CreatedAt.Equal(first.CreatedAt) || !second.UpdatedAt.After(first.UpdatedAt) {
+		t.Errorf("rewritten: %+v after %+v", second, first)
+	}
+	found := func(word string) bool {
+		hits, err := s.Search(ctx, projA.ID, SearchOptions{Query: word})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hits) == 1 && hits[0].Record.ID == first.ID
+	}
+	if found("kubectl") || !found("helm") || !found("日本語") {
+		t.Errorf("search after the rewrite: kubectl %v, helm %v, 日本語 %v; want false, true, true", found("kubectl"), found("helm"), found("日本語"))
+	}
+	token := "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"
+	_, _, err = s.Put(ctx, projA, Write{Type: Semantic, Key: "deploy", Body: "export GITHUB_TOKEN=" + token})
+	if err == nil || strings.Contains(err.Error(), token) {
+		t.Errorf("a rewrite holding a token: %v", err)
+	}
+	if got := get(t, s, "deploy"); got.Body != second.Body || got.ID != first.ID {
+		t.Errorf("after the refused rewrite: %+v", got)
+	}
+	if !found("helm") {
+		t.Error("the fact is no longer found after the refused rewrite")
+	}
+	if recs, err := s.Effective(ctx, projA.ID, []Type{Semantic}, 0); err != nil || len(recs) != 1 {
+		t.Errorf("records: %d, %v; want 1", len(recs), err)
 	}
 }
