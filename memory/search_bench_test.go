@@ -47,7 +47,7 @@ func BenchmarkSearchFresh(b *testing.B) {
 					if cold {
 						h := &s.search.cards
 						h.mu.Lock()
-						h.slots = nil
+						h.cards = nil
 						h.mu.Unlock()
 					}
 					_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})

@@ -222,7 +222,6 @@ func (s *Store) Close() error {
 	s.uses.mu.Unlock()
 	s.stopCheckpoints()
 	s.wal.close()
-	s.search.cards.release()
 	if err := s.db.Close(); err != nil {
 		return err
 	}
