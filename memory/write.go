@@ -483,9 +483,9 @@ const (
 
 // store inserts or updates rec's row in bucket b. Neither statement
 // returns the row: a RETURNING clause makes SQLite gather its rows apart
-// and database/sql watch them from a goroutine of their own, 3 µs of a
-// write (BenchmarkPutNew). An update of content alone leaves the columns
-// of the name, and so the indexes that hold only them, as they are.
+// and database/sql watch them from a goroutine of their own. An update of
+// content alone leaves the columns of the name, and so the indexes that
+// hold only them, as they are.
 func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, mode storeMode) error {
 	tags, _ := json.Marshal(nonNil(rec.Tags))
 	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
