@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"prom.codes/memory-mcp/scope"
@@ -450,22 +449,6 @@ type MirrorChanges struct {
 // < 0 returns the whole state as Changed. All of it is read in one
 // statement, so it is one consistent view.
 func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
-	token, known := s.changeToken(ctx)
-	if since >= 0 && known {
-		if v, ok := s.seen.get(p, token); ok {
-			switch {
-			case v.version == since:
-				return MirrorChanges{Version: since, Changed: map[string]FileState{}}, nil
-			case v.ahead && v.from == since:
-				// This process's own write, the one commit since the last look.
-				out := MirrorChanges{Version: v.version, Changed: make(map[string]FileState, len(v.states))}
-				for _, st := range v.states {
-					out.Changed[st.Stem] = st
-				}
-				return out, nil
-			}
-		}
-	}
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT 0, stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = @p AND v > @since
 		UNION ALL SELECT 1, stem, 0, 0, '', '', 0, '' FROM mirror_gone WHERE project = @p AND v > @since AND @since >= 0
@@ -494,61 +477,7 @@ func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since 
 	if err := rows.Err(); err != nil {
 		return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
 	}
-	if known {
-		s.seen.set(p, token, out.Version)
-	}
 	return out, nil
-}
-
-// mirrorSeen is, by project, the mirror state's version that
-// MirrorChangesSince last read and the change token read before it.
-type mirrorSeen struct {
-	mu sync.Mutex
-	by map[scope.Identity]seenVersion
-}
-
-// seenVersion is p's mirror state at version as of token. With ahead, it
-// was not read but worked out by this process's own Put (see ownPut): the
-// state at version is the one at from with states written over it.
-type seenVersion struct {
-	token   changeToken
-	version int64
-	ahead   bool
-	from    int64
-	states  []FileState
-}
-
-// at returns p's version seen at token, or -1.
-func (m *mirrorSeen) at(p scope.Identity, token changeToken) int64 {
-	if v, ok := m.get(p, token); ok {
-		return v.version
-	}
-	return -1
-}
-
-// get returns what was seen of p at token, if anything.
-func (m *mirrorSeen) get(p scope.Identity, token changeToken) (seenVersion, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v, ok := m.by[p]
-	if !ok || v.token != token {
-		return seenVersion{}, false
-	}
-	return v, true
-}
-
-func (m *mirrorSeen) set(p scope.Identity, token changeToken, version int64) {
-	m.put(p, seenVersion{token: token, version: version})
-}
-
-func (m *mirrorSeen) put(p scope.Identity, v seenVersion) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.by == nil || len(m.by) >= 1024 {
-		// A team server's many projects: a bound, not a cache to tune.
-		m.by = map[scope.Identity]seenVersion{}
-	}
-	m.by[p] = v
 }
 
 // MirrorVersion returns a number that changes whenever project p's mirror

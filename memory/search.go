@@ -305,7 +305,7 @@ func (s *Store) readHits(ctx context.Context, keys []string, buckets []*bucketIn
 					for n > 0 && !utf8.RuneStart(kept.body[n]) {
 						n--
 					}
-					kept.body = kept.body[:n]
+					kept.body = strings.Clone(kept.body[:n])
 				}
 				s.search.cards.keep(buckets[j], id, &kept, gen)
 			}

@@ -22,7 +22,7 @@ func BenchmarkSearchSizes(b *testing.B) {
 			}
 			s := openBench(b, n)
 			qs := queries(benchSeed+2, 64)
-			measureCPU(b, func(ctx context.Context, i int) error {
+			measure(b, func(ctx context.Context, i int) error {
 				_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
 				return err
 			})
@@ -43,11 +43,11 @@ func BenchmarkSearchFresh(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				s := openBench(b, n)
 				qs := queries(benchSeed+3, b.N+1)
-				measureCPU(b, func(ctx context.Context, i int) error {
+				measure(b, func(ctx context.Context, i int) error {
 					if cold {
 						h := &s.search.cards
 						h.mu.Lock()
-						h.slots = nil
+						h.cards = nil
 						h.mu.Unlock()
 					}
 					_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)]})
@@ -66,7 +66,7 @@ func BenchmarkSearchRecall(b *testing.B) {
 			s := openBench(b, n)
 			qs := queries(benchSeed+2, 64)
 			b.ReportAllocs()
-			measureCPU(b, func(ctx context.Context, i int) error {
+			measure(b, func(ctx context.Context, i int) error {
 				_, err := s.Search(ctx, benchProjects[0].ID, SearchOptions{Query: qs[i%len(qs)], Types: []Type{Semantic, Procedural},
 					Limit: 40, Bodies: true, NoPreview: true})
 				return err
@@ -107,21 +107,6 @@ func BenchmarkSearchLoad(b *testing.B) {
 			}
 			b.ReportMetric(kept/float64(docs), "B/record")
 		})
-	}
-}
-
-// measureCPU is measure, reporting besides the process's CPU time per call
-// (cpu-ns/op, garbage collection included).
-func measureCPU(b *testing.B, f func(ctx context.Context, i int) error) {
-	var cpu int64
-	measure(b, func(ctx context.Context, i int) error {
-		if i == 0 {
-			cpu = cpuTime()
-		}
-		return f(ctx, i)
-	})
-	if now := cpuTime(); now > 0 {
-		b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
 	}
 }
 

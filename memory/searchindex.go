@@ -23,11 +23,6 @@ type searchIndex struct {
 	buckets map[string]*bucketIndex
 	cards   hitCards // of hits of all buckets
 
-	// token is the store's changeToken (nil: none), and last the change
-	// sequence read at one: while the token stays, no change came since.
-	token func(context.Context) (changeToken, bool)
-	last  versioned[int64]
-
 	// The statements every search runs, prepared once: preparing them
 	// anew cost a search as much as running them.
 	prep     sync.Mutex
@@ -168,14 +163,9 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 	if err != nil {
 		return nil, err
 	}
-	last, err := x.last.read(ctx, x.token, func() (last int64, err error) {
-		if err = lastStmt.QueryRowContext(ctx).Scan(&last); err != nil {
-			err = fmt.Errorf("read change sequence: %w", err)
-		}
-		return last, err
-	})
-	if err != nil {
-		return nil, err
+	var last int64
+	if err := lastStmt.QueryRowContext(ctx).Scan(&last); err != nil {
+		return nil, fmt.Errorf("read change sequence: %w", err)
 	}
 	out := make([]*bucketIndex, len(keys))
 	x.mu.RLock()

@@ -37,8 +37,6 @@ type Store struct {
 	pg   bool   // PostgreSQL rather than SQLite (see postgres.go)
 	now  func() time.Time
 
-	blocking func(func()) // Options.Blocking; nil: none
-
 	// writing admits one write transaction of this process at a time.
 	// SQLite would serialize them anyway, but a writer that finds the
 	// lock taken sleeps in the busy handler for a millisecond or more;
@@ -49,9 +47,6 @@ type Store struct {
 	// transaction under way (there is one at a time) if it does not
 	// commit. See undoFiles.
 	fileUndo []func()
-	// ownPut is what the write transaction under way, a Put's, did to its
-	// project's mirror state (see ownPut).
-	ownPut ownPut
 	// afterCommit, when set (by tests), runs right after a write
 	// transaction commits, before anything the Store does about it.
 	afterCommit func()
@@ -63,40 +58,16 @@ type Store struct {
 	counts  map[countKey]count // see Count
 
 	search searchIndex // see Search
-	wal    walWatch    // see changeToken
-	seen   mirrorSeen  // see MirrorChangesSince
 
-	vectors     vectorIndex  // see SemanticSearch
-	embedWanted atomic.Bool  // the database queues records for embedding (see wantEmbeddings)
-	uses        touches      // see touch.go
-	cp          checkpointer // see checkpoint.go
+	vectors     vectorIndex // see SemanticSearch
+	embedWanted atomic.Bool // the database queues records for embedding (see wantEmbeddings)
+	uses        touches     // see touch.go
 }
 
 // Options adjust how a Store is opened.
 type Options struct {
 	// Now is the clock; nil means time.Now. Tests inject their own.
 	Now func() time.Time
-
-	// Blocking, when set, runs the store's own background work that may
-	// wait in the database for long (checkpoints and their fsyncs, the
-	// timer's write of uses, which may wait for another process's write
-	// lock). A process whose Go code runs on one processor lends it a
-	// second one for the while: a goroutine waiting in a C call keeps its
-	// processor until the runtime takes it back, up to 20 ms later, and
-	// every call waits meanwhile. It must run work once, on the calling
-	// goroutine, and return when work has returned. nil runs the work
-	// directly. A PostgreSQL store has no such work and does not call it.
-	Blocking func(work func())
-}
-
-// background runs work of the store's own goroutines that may wait in the
-// database for long: see Options.Blocking.
-func (s *Store) background(work func()) {
-	if s.blocking == nil {
-		work()
-		return
-	}
-	s.blocking(work)
 }
 
 // DefaultPath is where the database lives when PROMETHEUS_MEMORY_DB_PATH is
@@ -147,13 +118,12 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 
 	// A URI: escape what would end or change its path (#, ?, %).
-	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_stmt_cache_size=64&_secure_delete=on" + vfsParam()
-	db, err := sql.Open(driverName, dsn)
+	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_stmt_cache_size=64&_secure_delete=on"
+	db, err := sql.Open("sqlite3", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, now: now, writing: make(chan struct{}, 1), blocking: opts.Blocking}
-	s.search.token, s.vectors.token = s.changeToken, s.changeToken
+	s := &Store{db: db, path: path, now: now, writing: make(chan struct{}, 1)}
 	if err := s.setup(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
@@ -162,7 +132,6 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
-	s.startCheckpoints()
 	return s, nil
 }
 
@@ -220,9 +189,6 @@ func (s *Store) Close() error {
 		s.uses.timer = nil
 	}
 	s.uses.mu.Unlock()
-	s.stopCheckpoints()
-	s.wal.close()
-	s.search.cards.release()
 	if err := s.db.Close(); err != nil {
 		return err
 	}

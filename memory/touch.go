@@ -124,11 +124,9 @@ func (s *Store) flushLater() {
 	if closed {
 		return
 	}
-	s.background(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s.Flush(ctx) // on failure the uses stay pending and the timer is set again
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.Flush(ctx) // on failure the uses stay pending and the timer is set again
 }
 
 // Flush writes the uses counted by this process and not yet written.

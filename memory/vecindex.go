@@ -21,23 +21,13 @@ type vectorIndex struct {
 	model string
 	last  int64 // the last change applied
 	idx   *vector.Index
-
-	// token is the store's changeToken (nil: none), and seq the change
-	// sequence read at one: while the token stays, no change came since.
-	token func(context.Context) (changeToken, bool)
-	seq   versioned[int64]
 }
 
 // catchUp brings x up to date with model's vectors of dims dimensions.
 func (x *vectorIndex) catchUp(ctx context.Context, db *sql.DB, model string, dims int) error {
-	last, err := x.seq.read(ctx, x.token, func() (last int64, err error) {
-		if err = db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM embed_changes`).Scan(&last); err != nil {
-			err = fmt.Errorf("read vector changes: %w", err)
-		}
-		return last, err
-	})
-	if err != nil {
-		return err
+	var last int64
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM embed_changes`).Scan(&last); err != nil {
+		return fmt.Errorf("read vector changes: %w", err)
 	}
 	x.mu.RLock()
 	fresh := x.idx != nil && x.model == model && x.idx.Dims() == dims && x.last == last

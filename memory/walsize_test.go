@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestWriteAheadLogStaysSmall: the background checkpoints keep the log
+// TestWriteAheadLogStaysSmall: SQLite's checkpoints keep the log
 // bounded through a long run of writes with pauses, not as large as every
 // page ever written.
 func TestWriteAheadLogStaysSmall(t *testing.T) {

@@ -345,19 +345,9 @@ func (s *Store) Put(ctx context.Context, p Project, w Write) (Record, bool, erro
 		var err error
 		// The transaction is this put's alone: a failure rolls it all
 		// back, with no savepoint needed.
-		rec, created, err = s.putAlone(ctx, tx, p, w)
+		rec, created, err = s.putOnce(ctx, tx, p, w, "")
 		return err
 	})
-	return rec, created, err
-}
-
-// putAlone is putOnce as the only work of its transaction (see ownPut).
-func (s *Store) putAlone(ctx context.Context, tx *sql.Tx, p Project, w Write) (Record, bool, error) {
-	s.armOwnPut(ctx, p.ID)
-	rec, created, err := s.putOnce(ctx, tx, p, w, "")
-	if err == nil {
-		s.checkOwnPut(ctx, tx)
-	}
 	return rec, created, err
 }
 
@@ -493,9 +483,9 @@ const (
 
 // store inserts or updates rec's row in bucket b. Neither statement
 // returns the row: a RETURNING clause makes SQLite gather its rows apart
-// and database/sql watch them from a goroutine of their own, 3 µs of a
-// write (BenchmarkPutNew). An update of content alone leaves the columns
-// of the name, and so the indexes that hold only them, as they are.
+// and database/sql watch them from a goroutine of their own. An update of
+// content alone leaves the columns of the name, and so the indexes that
+// hold only them, as they are.
 func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, mode storeMode) error {
 	tags, _ := json.Marshal(nonNil(rec.Tags))
 	meta, _ := json.Marshal(nonNilMap(rec.Metadata))
@@ -554,7 +544,7 @@ func (s *Store) writeFile(ctx context.Context, tx *sql.Tx, p Project, rec Record
 		return mirrorError("write", rec.Key, err)
 	}
 	st.ID = rec.ID
-	if err := s.setFileState(ctx, tx, p.ID, st); err != nil {
+	if err := setFileState(ctx, tx, p.ID, st); err != nil {
 		undoFile(undo) // put's savepoint drops the row: so goes the file
 		return err
 	}
@@ -636,7 +626,7 @@ func (s *Store) Update(ctx context.Context, p Project, sel Selector, patch Patch
 			return err
 		}
 		// The transaction is this update's alone: no savepoint needed.
-		rec, _, err = s.putAlone(ctx, tx, p, w)
+		rec, _, err = s.putOnce(ctx, tx, p, w, "")
 		return err
 	})
 	return rec, err
@@ -726,7 +716,6 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	// the lock still.
 	defer tx.Rollback()
 	defer s.undoFiles()
-	s.ownPut = ownPut{} // armed by a Put
 	// Uses counted since the last write go in with this one: the write
 	// lock is held already, and fn may read the counts.
 	uses := s.take()
@@ -758,7 +747,5 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	if s.afterCommit != nil {
 		s.afterCommit()
 	}
-	s.ownPutCommitted(ctx)
-	s.committed()
 	return nil
 }

@@ -41,11 +41,9 @@ func BenchmarkSearch(b *testing.B) {
 				qs[i] = Query{Terms: Analyze(text), Phrase: Sequence(text), K: 10}
 			}
 			b.ResetTimer()
-			cpu := cpuTime()
 			for i := range b.N {
 				Search(parts, qs[i%len(qs)], DefaultParams)
 			}
-			reportCPU(b, cpu)
 		})
 	}
 }
@@ -59,21 +57,12 @@ func BenchmarkAnalyze(b *testing.B) {
 	}
 }
 
-// reportCPU reports the process's CPU time per operation since cpu, GC
-// included, as cpu-ns/op.
-func reportCPU(b *testing.B, cpu int64) {
-	if now := cpuTime(); now > 0 {
-		b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
-	}
-}
-
 // BenchmarkPartitionHeap loads 10,000 documents of generated prose into
 // partitions, as a process's first search does, and reports the heap the
-// partitions keep per document (B/doc) once loaded and trimmed, and the
-// bytes they keep outside the heap (mapped-B/doc, see mapped.go).
+// partitions keep per document (B/doc) once loaded and trimmed.
 func BenchmarkPartitionHeap(b *testing.B) {
 	const n = 10_000
-	var kept, mapped float64
+	var kept float64
 	for range b.N {
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -85,14 +74,9 @@ func BenchmarkPartitionHeap(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		kept = float64(after.HeapAlloc) - float64(before.HeapAlloc)
-		mapped = 0
-		for _, p := range parts {
-			mapped += float64(len(p.big.toks) + len(p.big.post))
-		}
 		runtime.KeepAlive(parts)
 	}
 	b.ReportMetric(kept/n, "B/doc")
-	b.ReportMetric(mapped/n, "mapped-B/doc")
 }
 
 // BenchmarkRunShare measures the phrase check on one record of about 120

@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"math"
-	"runtime"
 	"slices"
 	"sync"
 )
@@ -158,8 +157,7 @@ type Partition struct {
 	waste int               // bytes of post no list holds
 	skips map[uint32][]skip // the blocks of lists longer than one
 	docs  []doc
-	toks  []byte    // the documents' term ids (see doc)
-	big   *mappings // behind toks and post, once they are big (see mapped.go)
+	toks  []byte // the documents' term ids (see doc)
 	byID  docIDs
 	live  int
 	dead  int
@@ -185,9 +183,7 @@ type Partition struct {
 
 // NewPartition returns an empty partition.
 func NewPartition() *Partition {
-	p := &Partition{dict: newDict(), skips: map[uint32][]skip{}, big: &mappings{}}
-	runtime.AddCleanup(p, (*mappings).release, p.big)
-	return p
+	return &Partition{dict: newDict(), skips: map[uint32][]skip{}}
 }
 
 // Len reports how many documents the partition holds.
@@ -239,8 +235,7 @@ func (p *Partition) termID(t string) uint32 {
 func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 	n := uint32(len(p.docs))
 	base := uint32(len(p.toks))
-	p.toks = withRoom(p.toks, len(toks), &p.big.toks)
-	p.toks = append(p.toks, toks...) // within its room
+	p.toks = append(p.toks, toks...)
 	for f := range NumFields {
 		d.ends[f] = base + ends[f]
 	}
@@ -324,8 +319,7 @@ func (p *Partition) move(tm *term, room uint32) {
 
 // grow lengthens post by n bytes.
 func (p *Partition) grow(n int) []byte {
-	post := withRoom(p.post, n, &p.big.post)
-	return post[:len(post)+n]
+	return slices.Grow(p.post, n)[:len(p.post)+n]
 }
 
 // pack copies every list into a new array, with slack bytes of room
@@ -335,7 +329,7 @@ func (p *Partition) pack(slack uint32) {
 	for t := range p.terms {
 		size += int(p.terms[t].n + min(slack, p.terms[t].room-p.terms[t].n))
 	}
-	post, m := allocBytes(size, size)
+	post := make([]byte, size)
 	off := uint32(0)
 	for t := range p.terms {
 		tm := &p.terms[t]
@@ -343,8 +337,7 @@ func (p *Partition) pack(slack uint32) {
 		tm.off, tm.room = off, tm.n+min(slack, tm.room-tm.n)
 		off += tm.room
 	}
-	unmapBytes(p.big.post)
-	p.post, p.big.post, p.waste = post, m, 0
+	p.post, p.waste = post, 0
 }
 
 // raise lifts term t's bounds to cover ps.
@@ -421,10 +414,7 @@ func (p *Partition) Trim() {
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
 	p.docs = shrink(p.docs)
-	if cap(p.toks)-len(p.toks) > len(p.toks)/8 {
-		p.toks = regrow(p.toks, len(p.toks), &p.big.toks)
-	}
-	p.terms, p.stop = shrink(p.terms), shrink(p.stop)
+	p.toks, p.terms, p.stop = shrink(p.toks), shrink(p.terms), shrink(p.stop)
 	p.enc = nil
 	p.work.at, p.work.order, p.work.fl = nil, nil, nil
 	p.dict.text, p.dict.ends = shrink(p.dict.text), shrink(p.dict.ends)
@@ -486,17 +476,16 @@ func (p *Partition) deleteLocked(id int64) {
 
 // compactLocked rebuilds the postings without dead documents.
 func (p *Partition) compactLocked() {
-	old, oldToks, oldMap := p.docs, p.toks, p.big.toks
+	old, oldToks := p.docs, p.toks
 	p.docs = make([]doc, 0, p.live)
-	p.toks, p.big.toks = allocBytes(0, len(p.toks)*p.live/max(1, p.live+p.dead))
+	p.toks = make([]byte, 0, len(p.toks)*p.live/max(1, p.live+p.dead))
 	p.byID = docIDs{}
 	p.byID.rebuild(nil, p.live)
 	clear(p.skips)
 	for t := range p.terms {
 		p.terms[t] = term{}
 	}
-	unmapBytes(p.big.post)
-	p.post, p.big.post, p.waste = nil, nil, 0
+	p.post, p.waste = nil, 0
 	p.ref = [NumFields]float64{}
 	p.live, p.dead = 0, 0
 	p.lens = [NumFields]int64{}
@@ -511,7 +500,6 @@ func (p *Partition) compactLocked() {
 		}
 		from = d.ends[NumFields-1]
 	}
-	unmapBytes(oldMap)
 	p.pack(0)
 }
 

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"database/sql"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 // concerned) writes while this one's caches are warm: the very next
 // MirrorChangesSince and Search see its write, and one with nothing new
 // written meanwhile finds nothing changed.
-func TestChangeTokenSeesOtherStores(t *testing.T) {
+func TestSeesOtherStores(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	s1 := openPath(t, path)
 	s2 := openPath(t, path)
@@ -27,16 +28,12 @@ func TestChangeTokenSeesOtherStores(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		tok1, ok1 := s1.changeToken(ctx)
 		ch, err := s1.MirrorChangesSince(ctx, p, seen.Version)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ch.Version != seen.Version || len(ch.Changed) != 0 || len(ch.Gone) != 0 {
 			t.Fatalf("round %d: nothing written, yet changes: %+v", i, ch)
-		}
-		if tok2, ok2 := s1.changeToken(ctx); !ok1 || !ok2 || tok1 != tok2 {
-			t.Fatalf("round %d: token moved with no write: %d %v, %d %v", i, tok1, ok1, tok2, ok2)
 		}
 		hits, err := s1.Search(ctx, p, SearchOptions{Query: "zebra"})
 		if err != nil {
@@ -70,34 +67,16 @@ func TestChangeTokenSeesOtherStores(t *testing.T) {
 		}
 	}
 
-	// This store's own writes move the token too.
-	tok1, _ := s1.changeToken(ctx)
+	// And this store's own writes.
 	put(t, s1, projA, Write{Type: Semantic, Key: "zebra-d", Body: "zebra"})
-	if tok2, _ := s1.changeToken(ctx); tok1 == tok2 {
-		t.Fatal("the token did not move with this store's own write")
-	}
 	if hits, err := s1.Search(ctx, p, SearchOptions{Query: "zebra"}); err != nil || len(hits) != 4 {
 		t.Fatalf("%d hits after this store's write (%v), want 4", len(hits), err)
 	}
-
-	// A closed store cannot tell, and says so.
-	s3, err := Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := s3.changeToken(ctx); !ok {
-		t.Fatal("no token on SQLite")
-	}
-	s3.Close()
-	if _, ok := s3.changeToken(ctx); ok {
-		t.Fatal("a closed store gave a token")
-	}
 }
 
-// A write by another process is seen by the very next call, its commit
-// being published in the log index header that process shares with this
-// one. The test runs itself again as that process.
-func TestChangeTokenSeesOtherProcess(t *testing.T) {
+// A write by another process is seen by the very next call. The test runs
+// itself again as that process.
+func TestSeesOtherProcess(t *testing.T) {
 	if path := os.Getenv("MEMORY_TEST_WRITE_DB"); path != "" {
 		s := openPath(t, path)
 		key := os.Getenv("MEMORY_TEST_WRITE_KEY")
@@ -120,7 +99,7 @@ func TestChangeTokenSeesOtherProcess(t *testing.T) {
 		if ch, err := s.MirrorChangesSince(ctx, p, seen.Version); err != nil || ch.Version != seen.Version {
 			t.Fatalf("round %d: changes with nothing written: %+v %v", i, ch, err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestChangeTokenSeesOtherProcess$", "-test.count=1")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSeesOtherProcess$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "MEMORY_TEST_WRITE_DB="+path, "MEMORY_TEST_WRITE_KEY="+key)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("writer process: %v\n%s", err, out)
@@ -147,17 +126,6 @@ func seesOtherWrite(t *testing.T, s *Store, p scope.Identity, seen MirrorChanges
 	return ch
 }
 
-// BenchmarkChangeToken is the cost every tool call pays to learn whether
-// anything was committed since its caches were filled.
-func BenchmarkChangeToken(b *testing.B) {
-	s, _ := mustOpen(b)
-	for b.Loop() {
-		if _, ok := s.changeToken(ctx); !ok {
-			b.Fatal("no token")
-		}
-	}
-}
-
 // BenchmarkMirrorChangesSinceUnchanged asks the mirror state what changed
 // when nothing did, as the sync before every tool call does.
 func BenchmarkMirrorChangesSinceUnchanged(b *testing.B) {
@@ -182,7 +150,7 @@ func BenchmarkMirrorChangesSinceUnchanged(b *testing.B) {
 
 // A database reached through a symlink has its -shm file beside the real
 // file, where SQLite puts it; a stale one beside the link is not read.
-func TestChangeTokenThroughSymlink(t *testing.T) {
+func TestSeesWritesThroughSymlink(t *testing.T) {
 	dir := t.TempDir()
 	realDir, linkDir := filepath.Join(dir, "real"), filepath.Join(dir, "link")
 	if err := os.MkdirAll(realDir, 0o700); err != nil {
@@ -227,7 +195,7 @@ func TestChangeTokenThroughSymlink(t *testing.T) {
 
 // The vector index too sees at once what another Store embedded, and
 // what it removed.
-func TestChangeTokenVectorsOfOtherStores(t *testing.T) {
+func TestSeesVectorsOfOtherStores(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	s1 := openPath(t, path)
 	s2 := openPath(t, path)
@@ -246,5 +214,155 @@ func TestChangeTokenVectorsOfOtherStores(t *testing.T) {
 	}
 	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) != 0 {
 		t.Fatalf("the other store's delete is not seen: %v", hitKeys(hits))
+	}
+}
+
+// Another process tries to take the database out of WAL mode and then
+// writes: while this process has it open, SQLite keeps it in WAL mode
+// (leaving it needs the only hold on the file), and this process sees the
+// write at once.
+func TestSeesWriteWhileAnotherLeavesWAL(t *testing.T) {
+	if path := os.Getenv("MEMORY_TEST_MODE_DB"); path != "" {
+		db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=2000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		var mode string
+		err = db.QueryRow(`PRAGMA journal_mode=DELETE`).Scan(&mode)
+		t.Logf("journal_mode=DELETE: %q %v", mode, err)
+		if _, err := db.Exec(`UPDATE records SET body = 'a changed wombat', updated_at = updated_at + 1 WHERE key = 'wombat'`); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	path := filepath.Join(t.TempDir(), "memory.db")
+	s := openPath(t, path)
+	put(t, s, projA, Write{Type: Semantic, Key: "wombat", Body: "a wombat"})
+	if hits, err := s.Search(ctx, projA.ID, SearchOptions{Query: "changed"}); err != nil || len(hits) != 0 {
+		t.Fatalf("%+v %v", hits, err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSeesWriteWhileAnotherLeavesWAL$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "MEMORY_TEST_MODE_DB="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("other process: %v\n%s", err, out)
+	}
+	t.Logf("other process:\n%s", out)
+	if hits, err := s.Search(ctx, projA.ID, SearchOptions{Query: "changed"}); err != nil || len(hits) != 1 {
+		t.Fatalf("the other process's write is not seen: %+v %v", hits, err)
+	}
+}
+
+// Two Stores of one process on one file: one closing leaves the other
+// whole, and a write by a third is still seen by the one left.
+func TestSeesWritesAfterAnotherStoreCloses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	open := func() *Store {
+		s, err := Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s1, s2 := open(), open()
+	defer s2.Close()
+	if _, err := s1.Search(ctx, projA.ID, SearchOptions{Query: "dingo"}); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := s2.Search(ctx, projA.ID, SearchOptions{Query: "dingo"}); err != nil || len(hits) != 0 {
+		t.Fatalf("%+v %v", hits, err)
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := s2.Search(ctx, projA.ID, SearchOptions{Query: "dingo"}); err != nil || len(hits) != 0 {
+		t.Fatalf("after the other store's close: %+v %v", hits, err)
+	}
+	s3 := open()
+	put(t, s3, projA, Write{Type: Semantic, Key: "dingo", Body: "a dingo"})
+	s3.Close()
+	if hits, err := s2.Search(ctx, projA.ID, SearchOptions{Query: "dingo"}); err != nil || len(hits) != 1 {
+		t.Fatalf("the write is not seen: %+v %v", hits, err)
+	}
+}
+
+// Another process writes and then empties the log with a TRUNCATE
+// checkpoint, each time, so that the log is left with no frames after
+// every write, as it was before it: the very next call of this process
+// still sees each write. The test runs itself again as that process.
+func TestSeesWritesAcrossLogResets(t *testing.T) {
+	if path := os.Getenv("MEMORY_TEST_RESET_DB"); path != "" {
+		s := openPath(t, path)
+		key := os.Getenv("MEMORY_TEST_RESET_KEY")
+		if _, err := s.Import(ctx, projA.ID, Record{Type: Semantic, Key: key, Body: "a quokka"}, FileState{Stem: key, Hash: "h" + key}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		var busy, logged, done int
+		if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil || busy != 0 || logged != 0 {
+			t.Fatalf("checkpoint: busy %d, %d frames left (%v)", busy, logged, err)
+		}
+		return
+	}
+	path := filepath.Join(t.TempDir(), "memory.db")
+	s := openPath(t, path)
+	p := projA.ID
+	seen, err := s.MirrorChangesSince(ctx, p, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"quokka-a", "quokka-b", "quokka-c"} {
+		if hits, err := s.Search(ctx, p, SearchOptions{Query: "quokka"}); err != nil || len(hits) != i {
+			t.Fatalf("round %d: %d hits before the write (%v), want %d", i, len(hits), err, i)
+		}
+		if ch, err := s.MirrorChangesSince(ctx, p, seen.Version); err != nil || ch.Version != seen.Version {
+			t.Fatalf("round %d: changes with nothing written: %+v %v", i, ch, err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSeesWritesAcrossLogResets$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "MEMORY_TEST_RESET_DB="+path, "MEMORY_TEST_RESET_KEY="+key)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("writer process: %v\n%s", err, out)
+		}
+		seen = seesOtherWrite(t, s, p, seen, key, "quokka", i)
+	}
+}
+
+// Close while calls run: each call answers or fails, and none hangs or
+// crashes.
+func TestCloseWhileCalling(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	for round := range 5 {
+		s, err := Open(ctx, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, projA, Write{Type: Semantic, Key: "numbat", Body: "a numbat"})
+		start := make(chan struct{})
+		done := make(chan struct{})
+		for range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				<-start
+				for range 200 {
+					if _, err := s.MirrorChangesSince(ctx, projA.ID, 0); err != nil {
+						return
+					}
+					if _, err := s.Search(ctx, projA.ID, SearchOptions{Query: "numbat"}); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		if err := s.Close(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for range 4 {
+			<-done
+		}
+		if _, err := s.MirrorChangesSince(ctx, projA.ID, 0); err == nil {
+			t.Fatalf("round %d: a closed store answered", round)
+		}
 	}
 }

@@ -9,38 +9,6 @@ import (
 	"testing"
 )
 
-// TestChangeTokenKeepsSQLiteLocks checks that watching the log index
-// leaves SQLite's locks on the -shm file alone. POSIX record locks belong
-// to the process and the file: closing any descriptor of the file drops
-// every one of them, so a watcher that opened and closed the -shm file
-// let the next process to open the database take it for unused and reset
-// it under this one's feet (a bus error inside SQLite, or worse). The
-// dead-man-switch byte SQLite holds a read lock on for as long as a
-// connection is open must still be locked after the token has started.
-func TestChangeTokenKeepsSQLiteLocks(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "memory.db")
-	s := openPath(t, path)
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if !lockHeld(t, path+"-shm", 128, 1) {
-		t.Fatal("no lock on the -shm file's dead-man-switch byte before the token starts: the test cannot see SQLite's locks")
-	}
-	if _, ok := s.changeToken(ctx); !ok {
-		t.Fatal("change token unknown on a SQLite database in WAL mode")
-	}
-	if _, err := s.MirrorChangesSince(ctx, projA.ID, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Search(ctx, projA.ID, SearchOptions{Query: "zebra"}); err != nil {
-		t.Fatal(err)
-	}
-	if !lockHeld(t, path+"-shm", 128, 1) {
-		t.Fatal("SQLite's lock on the -shm file is gone after the change token started")
-	}
-}
-
 // TestSecondOpenKeepsSQLiteLocks checks that opening a second Store on a
 // database this process already has open does not drop the first one's
 // SQLite locks on the database file (by opening and closing the file to
