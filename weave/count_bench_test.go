@@ -10,8 +10,6 @@ import (
 
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
-
-	"prom.codes/memory-mcp/weave/bpe"
 )
 
 // benchTexts are a recall-sized block of mixed markdown (about 6 KB of
@@ -46,8 +44,8 @@ func benchTexts(b *testing.B) map[string]string {
 	return map[string]string{"block": block, "prose": prose.String()}
 }
 
-// BenchmarkCountText counts a block and long prose with Count and with
-// tiktoken-go cut the same way.
+// BenchmarkCountText counts a block and long prose with Count, in pieces,
+// and with tiktoken-go given the whole text.
 func BenchmarkCountText(b *testing.B) {
 	texts := benchTexts(b)
 	shared.Preload()
@@ -58,8 +56,8 @@ func BenchmarkCountText(b *testing.B) {
 			name  string
 			count func(string) int
 		}{
-			{"ours", shared.Count},
-			{"tiktoken-go", func(s string) int { return referenceCount(b, s) }},
+			{"pieces", shared.Count},
+			{"whole", func(s string) int { return referenceCount(b, s) }},
 		} {
 			b.Run(name+"/"+impl.name, func(b *testing.B) {
 				b.SetBytes(int64(len(s)))
@@ -75,17 +73,17 @@ func BenchmarkCountText(b *testing.B) {
 // cl100kPattern is tiktoken-go's pre-tokenizer for cl100k_base.
 const cl100kPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
-// BenchmarkLoad loads cl100k_base afresh, ours and tiktoken-go's. Beside
-// the time and the bytes allocated, it reports the heap the loaded tables
-// keep live (heap-B) and how much longer a full garbage collection takes
-// while they are (gc-ns). Run it alone: tables other benchmarks loaded
-// would be in every collection.
+// BenchmarkLoad loads cl100k_base afresh, as the first Count does: the
+// ranks from tiktoken-go-loader's embedded file, then tiktoken-go's
+// encoder. Beside the time and the bytes allocated, it reports the heap
+// the loaded tables keep live (heap-B) and how much longer a full garbage
+// collection takes while they are (gc-ns). Run it alone: tables other
+// benchmarks loaded would be in every collection.
 func BenchmarkLoad(b *testing.B) {
 	loads := []struct {
 		name string
 		load func() (any, error)
 	}{
-		{"ours", func() (any, error) { return bpe.CL100K() }},
 		{"tiktoken-go", func() (any, error) {
 			ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe("cl100k_base.tiktoken")
 			if err != nil {

@@ -13,29 +13,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/pkoukk/tiktoken-go"
-	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
-// The counts Count gives are checked against tiktoken-go, the reference
-// implementation of cl100k_base in Go, which the package used before it
-// counted on its own.
+// Count is checked against tiktoken-go's count of the whole text, which
+// Count reaches in pieces.
 
-var loadReference = sync.OnceValues(func() (*tiktoken.Tiktoken, error) {
-	tiktoken.SetBpeLoader(tiktoken_loader.NewOfflineLoader())
-	return tiktoken.GetEncoding(tiktoken.MODEL_CL100K_BASE)
-})
-
-// reference returns tiktoken-go's cl100k_base.
+// reference returns the encoding Count uses.
 func reference(tb testing.TB) *tiktoken.Tiktoken {
 	tb.Helper()
-	enc, err := loadReference()
+	enc, err := cl100k()
 	if err != nil {
-		tb.Fatalf("load tiktoken-go: %v", err)
+		tb.Fatalf("load cl100k_base: %v", err)
 	}
 	return enc
 }
 
-// referenceCount is tiktoken-go's count of s.
+// referenceCount is tiktoken-go's count of s, whole.
 func referenceCount(tb testing.TB, s string) int {
 	return len(reference(tb).EncodeOrdinary(s))
 }
@@ -45,6 +38,45 @@ func sameCount(tb testing.TB, what, s string) {
 	tb.Helper()
 	if got, want := shared.Count(s), referenceCount(tb, s); got != want {
 		tb.Errorf("%s: Count = %d, tiktoken-go %d\n%q", what, got, want, s)
+	}
+}
+
+// notBelow fails tb if Count is below tiktoken-go's count of s.
+func notBelow(tb testing.TB, what, s string) {
+	tb.Helper()
+	if got, want := shared.Count(s), referenceCount(tb, s); got < want {
+		tb.Errorf("%s: Count = %d, below tiktoken-go's %d\n%q", what, got, want, s)
+	}
+}
+
+// cutInside reports whether pieces of at most max bytes cut s inside a
+// pre-token anywhere.
+func cutInside(s string, max int) bool {
+	for len(s) > 0 {
+		end, clean := nextPiece(s, max)
+		if !clean {
+			return true
+		}
+		s = s[end:]
+	}
+	return false
+}
+
+// smallPieces are piece sizes that cut ordinary text often, so that every
+// kind of place a piece can end at is met.
+var smallPieces = []int{1, 5, 16, 60}
+
+// cutsAddUp checks count with small pieces on s: equal to tiktoken-go's
+// count of the whole where every cut is clean, and never below it.
+func cutsAddUp(tb testing.TB, what, s string) {
+	tb.Helper()
+	enc := reference(tb)
+	want := referenceCount(tb, s)
+	for _, max := range smallPieces {
+		got := count(enc, s, max)
+		if got < want || got != want && !cutInside(s, max) {
+			tb.Errorf("%s: in pieces of %d bytes, count = %d, tiktoken-go %d\n%q", what, max, got, want, s)
+		}
 	}
 }
 
@@ -135,7 +167,7 @@ func genText(r *rand.Rand, n int) string {
 
 // TestCountGenerated compares counts on many strings mixing words of many
 // scripts, contractions in every case, numbers, every kind of white space
-// and symbols, in short and long mixes.
+// and symbols, in short and long mixes, whole and in small pieces.
 func TestCountGenerated(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	n := 20_000
@@ -145,6 +177,9 @@ func TestCountGenerated(t *testing.T) {
 	for i := range n {
 		s := genText(r, 1+r.Intn(12))
 		sameCount(t, "short "+strconv.Itoa(i), s)
+		if i%4 == 0 {
+			cutsAddUp(t, "short "+strconv.Itoa(i), s)
+		}
 		if t.Failed() {
 			return
 		}
@@ -158,8 +193,52 @@ func TestCountGenerated(t *testing.T) {
 	}
 }
 
+// genProse writes about n bytes of what records hold: sentences of
+// English, code, Chinese and Japanese with their punctuation, and emoji.
+func genProse(r *rand.Rand, n int) string {
+	sentences := []string{
+		"The store keeps one row per record; its key is unique within a scope. ",
+		"Don't run the migrations twice — they're idempotent, but it's slow.\n",
+		"func (s *Store) Put(ctx context.Context, r Record) error {\n\tif err := s.check(r); err != nil {\n\t\treturn fmt.Errorf(\"put %s: %w\", r.Key, err)\n\t}\n\treturn nil\n}\n",
+		"    for i := 0; i < len(xs); i++ { total += xs[i] * 2 } // sum\n",
+		"| key | value |\n|---|---|\n| timeout | 30s |\n",
+		"记忆服务把项目的事实保存在本地数据库中，每次对话开始时都会读取。",
+		"如果预算太小，就只显示标题和一行说明。测试覆盖了所有的边界情况！",
+		"このサーバーはプロジェクトの記憶を保存します。検索は全文索引で行います、",
+		"設定ファイルは「memory.toml」です。トークンの上限は1500です。",
+		"Ship it 🚀 when the tests pass ✅, not before ❌. Thanks 🙏🏽!\n",
+		"👨‍👩‍👧‍👦 family, 🇫🇷 flag, ❤️ heart — all in one line 😀😀😀.\n",
+		"Numbers: 3.14159, 1,000,000 and 0x1F; dates like 2024-05-13.\n",
+		"Naïve café owners in Zürich said: «C'est la vie» (ça va).\n\n",
+		"## Heading\n\n- item one\n- item two\n\n```sh\nmake test\n```\n",
+	}
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(sentences[r.Intn(len(sentences))])
+	}
+	return b.String()
+}
+
+// TestCountProse compares counts on long mixes of prose, code, CJK and
+// emoji, which Count takes in many pieces: every cut is clean, and the
+// count is tiktoken-go's.
+func TestCountProse(t *testing.T) {
+	r := rand.New(rand.NewSource(2))
+	for i := range 200 {
+		s := genProse(r, 200+r.Intn(8000))
+		if cutInside(s, maxPiece) {
+			t.Errorf("prose %d is cut inside a pre-token", i)
+		}
+		sameCount(t, "prose "+strconv.Itoa(i), s)
+		if i%10 == 0 {
+			cutsAddUp(t, "prose "+strconv.Itoa(i), s[:min(len(s), 600)])
+		}
+	}
+}
+
 // TestCountPairs compares counts on every pair and triple of the bits
-// that exercise white space against what follows it.
+// that exercise white space against what follows it, whole and in small
+// pieces.
 func TestCountPairs(t *testing.T) {
 	bits := append(append(append([]string{"a", "Ab", "1", "12345", "'s", "'LL", "'"}, genSpaces...), genSymbols[:20]...), "日本", "é", "\u0301")
 	step := 1
@@ -169,6 +248,7 @@ func TestCountPairs(t *testing.T) {
 	for _, a := range bits {
 		for _, b := range bits {
 			sameCount(t, "pair", a+b)
+			cutsAddUp(t, "pair", a+b)
 			for i := 0; i < len(genSpaces); i += step {
 				sameCount(t, "triple", a+genSpaces[i]+b)
 			}
@@ -177,33 +257,90 @@ func TestCountPairs(t *testing.T) {
 }
 
 // TestCountInvalidUTF8 checks that bytes that are not UTF-8 count as
-// tiktoken-go counts them.
+// tiktoken-go counts them, whole and in pieces.
 func TestCountInvalidUTF8(t *testing.T) {
 	for _, s := range []string{
 		"\xff", "\xff\xfe", "a\x80b", "hello \xc3", "\xc3(", "\xe2\x82", "\xe2\x82 x",
 		"\xf0\x9f\x98", "\xf0\x9f\x98\x80\x80", "don\xff't", "12\xff34", " \xff\n", "\xed\xa0\x80",
+		"ab\xe6\xbc cd", "\x80\x80\x80 x\xbf y", "漢\xe6\xbc漢 \xa2",
 	} {
 		sameCount(t, "invalid", s)
+		cutsAddUp(t, "invalid", s)
 	}
+	notBelow(t, "continuation bytes", strings.Repeat("\x80", 3*maxPiece))
 }
 
-// TestCountLongRunsExact checks long one-class runs, which an earlier
-// Count cut into pieces and undercounted, and the inputs where the cuts
-// showed it: Count equals the encoding on all of them.
-func TestCountLongRunsExact(t *testing.T) {
+// adversarial returns runs with no clean cut: one character, or a few
+// repeated or mixed at random, of every class the pre-tokenizer tells
+// apart.
+func adversarial(r *rand.Rand, n int) []string {
+	alphabet := []string{"a", "b", "ab", "aa", "x", "e", "th", "ing", "漢", "字", "ー", "ก", "é",
+		"\u0301", "😀", "❤\ufe0f", "7", "٣", "=", "-", "!", " ", "\t", "\n", "\r\n", "\u3000"}
+	var runs []string
+	for range n {
+		parts := make([]string, 1+r.Intn(3))
+		for i := range parts {
+			parts[i] = alphabet[r.Intn(len(alphabet))]
+		}
+		var b strings.Builder
+		for size := 2*maxPiece + r.Intn(3000); b.Len() < size; {
+			if r.Intn(3) == 0 {
+				b.WriteString(parts[r.Intn(len(parts))])
+			} else {
+				b.WriteString(parts[b.Len()%len(parts)])
+			}
+		}
+		runs = append(runs, b.String())
+	}
+	return runs
+}
+
+// TestCountLongRunsNotBelow checks long runs of one class, alone and
+// inside text, and the inputs that once showed a cut count short: the
+// count is never below tiktoken-go's count of the whole.
+func TestCountLongRunsNotBelow(t *testing.T) {
 	for name, run := range longRuns {
 		for _, n := range []int{255, 256, 257, 775, 2000} {
-			sameCount(t, fmt.Sprintf("%s of %d", name, n), "Before the run: "+string([]rune(run)[:n])+" and after it.\n")
+			notBelow(t, fmt.Sprintf("%s of %d", name, n), "Before the run: "+string([]rune(run)[:n])+" and after it.\n")
 		}
 	}
 	for _, s := range []string{strings.Repeat("\n", 258), "x" + strings.Repeat("ab", 129), "x" + strings.Repeat("ab", 1000),
 		"Note: " + strings.Repeat("❤\ufe0f", 300) + "\n", strings.Repeat("!\u0301", 300)} {
-		sameCount(t, "run", s)
+		notBelow(t, "run", s)
+	}
+	n := 300
+	if testing.Short() || raceEnabled {
+		n = 30
+	}
+	for i, s := range adversarial(rand.New(rand.NewSource(4)), n) {
+		notBelow(t, "adversarial "+strconv.Itoa(i), s)
+		if t.Failed() {
+			return
+		}
 	}
 }
 
-// FuzzCount compares Count and the uncut encoding with tiktoken-go on any
-// valid UTF-8.
+// TestCountLongCJKRun counts a run of 63,000 CJK characters with no break,
+// which tiktoken-go given it whole would take minutes over.
+func TestCountLongCJKRun(t *testing.T) {
+	s := strings.Repeat("漢", 63_000)
+	if n := shared.Count(s); n < 63_000 {
+		t.Errorf("Count = %d, fewer than one token a character", n)
+	}
+}
+
+// BenchmarkCountLongCJKRun counts the run of TestCountLongCJKRun.
+func BenchmarkCountLongCJKRun(b *testing.B) {
+	s := strings.Repeat("漢", 63_000)
+	shared.Preload()
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		shared.Count(s)
+	}
+}
+
+// FuzzCount compares Count with tiktoken-go on any valid UTF-8: equal
+// unless Count cut inside a pre-token, and never below.
 func FuzzCount(f *testing.F) {
 	for _, s := range []string{
 		"hello world", "I'm here, aren'T you? We'LL see.", "  \n\n  x", "a \u00a0b", "1234567",
@@ -215,15 +352,21 @@ func FuzzCount(f *testing.F) {
 		if !utf8.ValidString(s) || len(s) > 4<<10 {
 			return
 		}
-		sameCount(t, "fuzz", s)
+		if cutInside(s, maxPiece) {
+			notBelow(t, "fuzz", s)
+		} else {
+			sameCount(t, "fuzz", s)
+		}
+		cutsAddUp(t, "fuzz", s)
 	})
 }
 
 // TestCountEveryRune compares counts with code points placed where each
 // alternative of the pre-tokenizer looks at them: alone, after a space, an
-// apostrophe, a letter and a digit, before them, and doubled. It takes
-// every code point of the first two planes, where the scripts in use are,
-// and a sample of the others (the race detector's run samples all).
+// apostrophe, a letter and a digit, before them, and doubled; and split
+// at every clean cut around them. It takes every code point of the first
+// two planes, where the scripts in use are, and a sample of the others
+// (the race detector's run samples all).
 func TestCountEveryRune(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: over a hundred thousand code points")
@@ -234,6 +377,7 @@ func TestCountEveryRune(t *testing.T) {
 		}
 		return 61
 	}
+	enc := reference(t)
 	var b strings.Builder
 	flush := func() {
 		sameCount(t, "runes", b.String())
@@ -251,6 +395,19 @@ func TestCountEveryRune(t *testing.T) {
 		if b.Len() > 900 {
 			flush()
 		}
+		if r > 0x3000 && r%5 != 0 {
+			continue // the white space and punctuation are all checked, the rest sampled
+		}
+		// Every place a piece may end around c, against the whole.
+		s := "a" + c + " " + c + "a1" + c + "1 " + c + c + " x"
+		want := referenceCount(t, s)
+		for i := 1; i < len(s); i++ {
+			if utf8.RuneStart(s[i]) && cleanCut(s, i) {
+				if got := len(enc.EncodeOrdinary(s[:i])) + len(enc.EncodeOrdinary(s[i:])); got != want {
+					t.Errorf("cut at %d of %q: %d tokens, whole %d", i, s, got, want)
+				}
+			}
+		}
 		if t.Failed() {
 			t.Fatalf("at U+%04X", r)
 		}
@@ -258,23 +415,9 @@ func TestCountEveryRune(t *testing.T) {
 	flush()
 }
 
-// TestCountAllocatesNothing checks that counting a block, long runs and
-// all, allocates nothing once the encoding is loaded.
-func TestCountAllocatesNothing(t *testing.T) {
-	s := strings.Repeat("## Facts\n\nUse `make test`; it's 12345 times faster — naïve café 日本語.\n\n", 40) +
-		longRuns["letter"][:3000] + longRuns["punct"][:1000] + "\n"
-	if raceEnabled {
-		t.Skip("the race detector makes sync.Pool drop what it is given")
-	}
-	shared.Preload()
-	if n := testing.AllocsPerRun(5, func() { shared.Count(s) }); n != 0 {
-		t.Errorf("Count allocates %v times", n)
-	}
-}
-
-// TestCountConcurrent counts short and long pieces (the stack's scratch
-// and the pool's heap merge) from several goroutines at once: each count
-// is what it is alone.
+// TestCountConcurrent counts short and long texts, long runs cut in
+// pieces among them, from several goroutines at once: each count is what
+// it is alone.
 func TestCountConcurrent(t *testing.T) {
 	texts := []string{
 		"Use `make test`; it's faster — naïve café 日本語.\n",

@@ -2,13 +2,15 @@
 // the memory index: records and a token budget in, markdown out.
 //
 // It is pure: no database, no files, no network. Tokens are counted with
-// cl100k_base, exactly as tiktoken counts them, by weave/bpe, whose ranks
-// are compiled into the binary, so nothing is ever downloaded. If that encoding cannot be
-// loaded, counts fall back to a conservative estimate (see Weaver.Err).
+// cl100k_base by github.com/pkoukk/tiktoken-go, from the ranks
+// github.com/pkoukk/tiktoken-go-loader embeds in the binary, so nothing is
+// ever downloaded. Text reaches tiktoken-go in pieces of a few hundred
+// bytes, cut where the count stays exact, because its byte-pair merge is
+// quadratic in the length of a run of one class (see Weaver.Count). If
+// the encoding cannot be loaded, counts fall back to a conservative
+// estimate (see Weaver.Err).
 //
-// It imports memory, scope and weave/bpe of this module; weave/bpe counts
-// cl100k_base tokens with a table of its ranks built from
-// tiktoken-go-loader's and embedded in the binary.
+// It imports memory and scope of this module, and tiktoken-go.
 //
 // # Choices
 //
@@ -36,11 +38,11 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"github.com/pkoukk/tiktoken-go"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
-	"prom.codes/memory-mcp/weave/bpe"
 )
 
 // DefaultMaxTokens is the budget used when Options.MaxTokens is not positive.
@@ -64,7 +66,7 @@ type Options struct {
 // Block is a woven recall block.
 type Block struct {
 	Markdown string   // the whole block
-	Tokens   int      // cl100k_base tokens of Markdown; always <= the cap
+	Tokens   int      // cl100k_base tokens of Markdown, as Count counts them; always <= the cap
 	Included []string // ids of the records woven in, in the order shown
 	Omitted  int      // eligible records left out for lack of room
 }
@@ -79,7 +81,7 @@ const maxCached = 100_000
 // once per version however often it is woven. It is safe for concurrent use.
 // Make one with New; the zero Weaver is not ready for use.
 type Weaver struct {
-	load func() (*bpe.Encoding, error) // swapped in tests to simulate a failed load
+	load func() (*tiktoken.Tiktoken, error) // swapped in tests to simulate a failed load
 	seed maphash.Seed
 
 	mu     sync.Mutex
@@ -97,64 +99,10 @@ type countKey struct {
 	n   int
 }
 
-// cl100k loads the encoding once per process, however many Weavers there
-// are: its ranks are read in place from the binary, about 2 MB that every
-// Weaver and every process running the binary shares.
-var cl100k = sync.OnceValues(func() (enc *bpe.Encoding, err error) {
-	defer loaded.Store(true)
-	defer func() {
-		if r := recover(); r != nil {
-			enc, err = nil, fmt.Errorf("load cl100k_base: %v", r)
-		}
-	}()
-	return bpe.CL100K()
-})
-
-// loaded is set once the encoding's load has finished, well or not.
-var loaded atomic.Bool
-
-// Ready reports, without waiting, whether the encoding's load has finished.
-func (w *Weaver) Ready() bool { return loaded.Load() }
-
 // New returns a Weaver. It does not load the encoding; the first Count,
-// Weave or Index, or Preload, does. Loading checks the embedded table's
-// header, well under a microsecond, and allocates nothing but the
-// encoding's handle.
+// Weave or Index, or Preload, does.
 func New() *Weaver {
 	return &Weaver{load: cl100k, seed: maphash.MakeSeed(), counts: make(map[countKey]int)}
-}
-
-// Preload loads the encoding if it is not loaded yet. It is safe to call any
-// number of times, from any goroutine.
-func (w *Weaver) Preload() { w.load() }
-
-// Err loads the encoding if need be and returns why it could not be loaded,
-// or nil. While it is non-nil every count is the estimate ceil(bytes/2): it
-// overstates prose and code about twofold, so blocks carry less but stay
-// within budget, except for text dense in emoji or rare scripts, which can
-// take more tokens than that.
-func (w *Weaver) Err() error {
-	_, err := w.load()
-	return err
-}
-
-// Count returns the number of cl100k_base tokens in s, treating special
-// tokens such as <|endoftext|> as plain text, as a model reading the block
-// would see them. It is exact on any input: the byte-pair merge of a long
-// pre-token (64 KiB of one letter, a CJK paragraph, a line of dashes) runs
-// on a heap, in time n log n, so nothing is cut short. An earlier Count cut
-// such runs into pieces to bound tiktoken-go's quadratic merge, and counted
-// up to a token fewer per cut than the encoding (258 newlines: 9 against
-// 10), so a block could pass its budget.
-func (w *Weaver) Count(s string) int {
-	if s == "" {
-		return 0
-	}
-	enc, err := w.load()
-	if err != nil {
-		return (len(s) + 1) / 2
-	}
-	return enc.Count(s)
 }
 
 // cached counts s through the cache.
@@ -180,7 +128,8 @@ func (w *Weaver) cached(s string) int {
 // newline and starts with a non-space, which makes cl100k counts add up
 // across parts exactly (no pre-tokenizer match crosses such a boundary), so
 // packing by summed part counts almost never needs the final recount to drop
-// anything.
+// anything. Summed, Count's part counts are never below the encoding's
+// count of the block, since each is never below the part's.
 const (
 	title        = "# Project memory\n\n"
 	factsHead    = "## Facts\n\n"

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pkoukk/tiktoken-go"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
-	"prom.codes/memory-mcp/weave/bpe"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -398,7 +398,7 @@ func TestCount(t *testing.T) {
 
 func TestLoadFailure(t *testing.T) {
 	w := New()
-	w.load = func() (*bpe.Encoding, error) { return nil, errors.New("no ranks") }
+	w.load = func() (*tiktoken.Tiktoken, error) { return nil, errors.New("no ranks") }
 	if w.Err() == nil {
 		t.Fatal("Err() = nil, want the load error")
 	}
