@@ -572,8 +572,7 @@ func TestSweepsStaleTempFiles(t *testing.T) {
 	w.put(memory.Semantic, "fact", "", "Body.")
 	stale, fresh, other := ".fact.md.0123456789ab.tmp", ".fact.md.ba9876543210.tmp", ".notes"
 	sub := func(name string) string { return tempSub + "/" + name }
-	aside := ".fact.md.0123456789ab.aside"
-	names := []string{stale, fresh, other, sub(stale), sub(fresh), sub(aside)}
+	names := []string{stale, fresh, other, sub(stale), sub(fresh)}
 	for _, name := range names {
 		w.write(name, "x")
 	}
