@@ -109,21 +109,20 @@ type candidate struct {
 }
 
 func (s *syncer) run() error {
-	r, err := s.d.openRoot(false)
-	if errors.Is(err, fs.ErrNotExist) {
-		r = nil // no directory: no files
-	} else if err != nil {
-		return err
-	} else {
-		defer r.Close()
-	}
 	// Listed before the state is read: a file a writer renames into place
 	// and commits in between is in the state and not in the listing, and
 	// Forget's recheck finds it there.
 	var entries []fs.DirEntry
-	if r != nil {
-		if entries, err = list(r); err != nil {
-			return err
+	r, err := s.d.openRoot(false)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// No directory: no files.
+	case err != nil:
+		return err
+	default:
+		defer r.Close()
+		if entries, err = fs.ReadDir(r.FS(), "."); err != nil {
+			return fmt.Errorf("read %s: %w", relDir, err)
 		}
 	}
 	if s.state, err = s.d.mirrorState(s.ctx, s.st, s.p); err != nil {
@@ -169,17 +168,9 @@ func (d *Dir) mirrorState(ctx context.Context, st *memory.Store, p scope.Identit
 	return d.state, nil
 }
 
-// list reads the directory, sorted by name so that imports, reports and
-// "first by name" in dedupe do not depend on the directory's order.
-func list(r *os.Root) ([]fs.DirEntry, error) {
-	entries, err := fs.ReadDir(r.FS(), ".")
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", relDir, err)
-	}
-	return entries, nil
-}
-
 // scan looks at every *.md file and collects those that need importing.
+// entries come sorted by name (fs.ReadDir), so that imports, reports and
+// "first by name" in dedupe do not depend on the directory's order.
 func (s *syncer) scan(r *os.Root, entries []fs.DirEntry) error {
 	for _, e := range entries {
 		if err := s.ctx.Err(); err != nil {
@@ -198,7 +189,7 @@ func (s *syncer) scan(r *os.Root, entries []fs.DirEntry) error {
 		if !ok || stem == "" {
 			continue
 		}
-		fi, err := r.Lstat(name)
+		fi, err := e.Info() // an lstat: a symlink is not followed
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted as we looked: treat as gone
 		}

@@ -28,11 +28,11 @@ func TestSyncNeverSkipsWork(t *testing.T) {
 		seeds = 1
 	}
 	for seed := range seeds {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { quickSyncRun(t, int64(seed)) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { syncRun(t, int64(seed)) })
 	}
 }
 
-func quickSyncRun(t *testing.T, seed int64) {
+func syncRun(t *testing.T, seed int64) {
 	root, db := t.TempDir(), filepath.Join(t.TempDir(), "memory.db")
 	procs := []*ws{newWSAt(t, root, mustOpen(t, db)), newWSAt(t, root, mustOpen(t, db))}
 	r := rand.New(rand.NewSource(seed))

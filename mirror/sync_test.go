@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -563,10 +564,9 @@ func TestTwoWorkspacesSameFiles(t *testing.T) {
 	}
 }
 
-// TestSweepsStaleTempFiles: a temporary file not written for an hour, or
-// a file held aside not moved for an hour (the change time says when it
-// was linked or moved there), is left over from a crash, and the sync that
-// comes two hours later sweeps it; younger ones, and other dotfiles, stay.
+// TestSweepsStaleTempFiles: a temporary file not written for an hour is
+// left over from a crash, and the sync that comes two hours later sweeps
+// it; younger ones, and other dotfiles, stay.
 func TestSweepsStaleTempFiles(t *testing.T) {
 	w := newWS(t)
 	w.put(memory.Semantic, "fact", "", "Body.")
@@ -587,7 +587,7 @@ func TestSweepsStaleTempFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	entries, err := list(r)
+	entries, err := fs.ReadDir(r.FS(), ".")
 	if err != nil {
 		t.Fatal(err)
 	}
