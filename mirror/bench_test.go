@@ -100,41 +100,23 @@ func BenchmarkPutMirrored(b *testing.B) {
 }
 
 // BenchmarkPutNewFile is a tool's write of a new project fact: the
-// transaction and a new file, linked in from a file made ahead
-// ("made ahead") or written under a temporary name first ("named").
-// Making files ahead runs in the background and is not timed here; the
-// writes wait for it between iterations, as a client's pause does.
+// transaction and a new file, written under a temporary name and linked in.
 func BenchmarkPutNewFile(b *testing.B) {
-	for _, ahead := range []bool{true, false} {
-		name := "named"
-		if ahead {
-			name = "made ahead"
+	w := newWS(b)
+	w.put(memory.Semantic, "first", "", "The first.")
+	i := 0
+	for b.Loop() {
+		i++
+		if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: fmt.Sprintf("fact-%d", i), Body: fmt.Sprintf("Write %d.", i)}); err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			w := newWS(b)
-			w.put(memory.Semantic, "first", "", "The first.")
-			if !ahead {
-				w.dir.dropSpares(true)
-			}
-			i := 0
-			for b.Loop() {
-				b.StopTimer()
-				for ahead && !w.dir.spareReady() {
-					time.Sleep(50 * time.Microsecond)
-				}
-				i++
-				b.StartTimer()
-				if _, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: fmt.Sprintf("fact-%d", i), Body: fmt.Sprintf("Write %d.", i)}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }
 
 // BenchmarkSyncAfterWrite is the sync of the call after a write of a fact:
-// by this process ("own"), its file's event and state row to check; or by
-// another process on the same workspace ("other").
+// by this process ("own") or by another process on the same workspace
+// ("other"). The file just written is within the racy window, so it is
+// read and hashed.
 func BenchmarkSyncAfterWrite(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		for _, who := range []string{"own", "other"} {
@@ -144,7 +126,7 @@ func BenchmarkSyncAfterWrite(b *testing.B) {
 				if who == "other" {
 					writer = newWSAt(b, w.root, w.st)
 				}
-				w.sync() // the watch is on
+				w.sync()
 				b.ResetTimer()
 				for i := range b.N {
 					b.StopTimer()
@@ -162,9 +144,6 @@ func BenchmarkSyncAfterWrite(b *testing.B) {
 	}
 }
 
-// BenchmarkSyncNoDirectory is the sync before each call in a workspace
-// that has no memories directory (a project whose tools have written notes
-// only), after a note was written: there is nothing to watch there.
 // BenchmarkSyncAfterBurst is the sync of a process whose last call came
 // before another process wrote 100 facts, as with several agents writing
 // at once on a busy machine.
@@ -188,6 +167,9 @@ func BenchmarkSyncAfterBurst(b *testing.B) {
 	}
 }
 
+// BenchmarkSyncNoDirectory is the sync before each call in a workspace
+// that has no memories directory (a project whose tools have written notes
+// only), after a note was written.
 func BenchmarkSyncNoDirectory(b *testing.B) {
 	w := newWS(b)
 	w.sync()

@@ -62,7 +62,6 @@ func newWSAt(tb testing.TB, root string, st *memory.Store) *ws {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	d.MakeFilesAhead(nil)
 	tb.Cleanup(func() { d.Close() })
 	return &ws{tb: tb, ctx: context.Background(), st: st, root: root, dir: d, p: scope.IdentityOf(root)}
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -245,80 +244,5 @@ func TestHandEditAsAToolWritesIsKept(t *testing.T) {
 				t.Errorf("files: %v", got)
 			}
 		})
-	}
-}
-
-// TestAsideFileSurvivesASweep: the file Write or Remove holds aside keeps
-// its old mtime; another process's sync sweeping the temporary directory
-// at that moment must not take it for a crash's leftover.
-func TestAsideFileSurvivesASweep(t *testing.T) {
-	for _, del := range []bool{false, true} {
-		w := newWS(t)
-		w.put(memory.Semantic, "fact", "", "Old.")
-		w.age("fact.md", 2*time.Hour)
-		other, err := Open(w.root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.dir.hook = func(at, key string) {
-			if at != "aside" {
-				return
-			}
-			r, err := other.openRoot(false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			(&syncer{d: other, now: time.Now()}).sweepTempSub(r)
-		}
-		if del {
-			if err := w.del(w.ctx, "fact"); err != nil {
-				t.Errorf("delete: %v", err)
-			}
-			if got := w.ls(); len(got) > 0 {
-				t.Errorf("files after the delete: %v", got)
-			}
-		} else {
-			if _, err := w.update("fact", "New."); err != nil {
-				t.Errorf("update: %v", err)
-			}
-			if got, err := Decode("fact", w.read("fact.md")); err != nil || got.Body != "New." {
-				t.Errorf("fact.md = %q, %v", got.Body, err)
-			}
-		}
-		w.dir.hook = nil
-		if rep := w.sync(); !cmp.Equal(rep, Report{}) {
-			t.Errorf("sync: %+v", rep)
-		}
-	}
-}
-
-// TestSaveAsAToolReplacesIsKept: an editor saving by rename at the very
-// moment a tool's write replaces the file (after the file it read was held
-// aside, before the new one is in place) keeps the person's file.
-func TestSaveAsAToolReplacesIsKept(t *testing.T) {
-	edited := "Saved by hand.\n"
-	w := newWS(t)
-	w.put(memory.Semantic, "fact", "", "Old.")
-	w.dir.hook = func(at, key string) {
-		if at == "aside" {
-			w.dir.hook = nil
-			if err := os.WriteFile(w.path(".fact.swp"), []byte(edited), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(w.path(".fact.swp"), w.path("fact.md")); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if _, err := w.update("fact", "From a tool."); !errors.Is(err, memory.ErrConflict) {
-		t.Errorf("write: %v, want a conflict", err)
-	}
-	if got := string(w.read("fact.md")); got != edited {
-		t.Errorf("fact.md = %q, want the edit", got)
-	}
-	w.sync()
-	if r, err := w.peek("fact"); err != nil || r.Body != strings.TrimSpace(edited) {
-		t.Errorf("fact after a sync = %q, %v", r.Body, err)
 	}
 }

@@ -163,9 +163,6 @@ func withApp(ctx context.Context, getenv func(string) string, stderr io.Writer, 
 }
 
 func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
-	if a.dir != nil {
-		a.dir.MakeFilesAhead(procs.lend)
-	}
 	srv := newServer(a, log)
 	srv.started = stdioStartPages
 	ctx, cancel := context.WithCancel(ctx)

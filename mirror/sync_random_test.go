@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -18,28 +17,27 @@ import (
 	"prom.codes/memory-mcp/scope"
 )
 
-// TestQuickSyncNeverSkipsWork drives two processes' worth of writers and a
+// TestSyncNeverSkipsWork drives two processes' worth of writers and a
 // hand editing files on one workspace, at random, and after every sync
-// checks that the sync left nothing undone: a new Dir, which knows nothing
-// and so scans everything, finds nothing to import or delete; and the
-// state the syncing Dir keeps, moved version by version, is the store's.
-func TestQuickSyncNeverSkipsWork(t *testing.T) {
+// checks that the sync left nothing undone: a new Dir, which knows nothing,
+// finds nothing to import or delete; and the state the syncing Dir keeps,
+// moved version by version, is the store's.
+func TestSyncNeverSkipsWork(t *testing.T) {
 	seeds := 3
 	if testing.Short() {
 		seeds = 1
 	}
 	for seed := range seeds {
-		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { quickSyncRun(t, int64(seed)) })
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { syncRun(t, int64(seed)) })
 	}
 }
 
-func quickSyncRun(t *testing.T, seed int64) {
+func syncRun(t *testing.T, seed int64) {
 	root, db := t.TempDir(), filepath.Join(t.TempDir(), "memory.db")
 	procs := []*ws{newWSAt(t, root, mustOpen(t, db)), newWSAt(t, root, mustOpen(t, db))}
 	r := rand.New(rand.NewSource(seed))
 	keys := []string{"alpha", "beta", "gamma", "delta", "epsilon"}
 	lvl := scope.Project
-	quick := 0
 	var ops []string
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -84,14 +82,8 @@ func quickSyncRun(t *testing.T, seed int64) {
 		case op < 7:
 			os.Rename(w.path(key+".md"), w.path(keys[r.Intn(len(keys))]+".md"))
 		default:
-			before := w.dir.quickSyncs
-			rep := w.sync()
-			quick += w.dir.quickSyncs - before
-			checkSynced(t, w, rep, step)
+			checkSynced(t, w, w.sync(), step)
 		}
-	}
-	if quick == 0 {
-		t.Error("no sync took the state forward without a full scan; the test exercised nothing")
 	}
 }
 
@@ -144,13 +136,11 @@ func paths(ps []Problem) []string {
 }
 
 // TestSyncNoticesReplacedDirectory moves .prometheus away and makes a new
-// memories directory in its place: the watch on the old one hears nothing
-// of it, yet the next sync must read the new one.
+// memories directory in its place: the next sync reads the new one.
 func TestSyncNoticesReplacedDirectory(t *testing.T) {
 	w := newWS(t)
 	w.put(memory.Semantic, "old-fact", "", "Kept in the first directory.")
 	w.sync()
-	w.sync() // the watch is on, nothing to do
 	if err := os.Rename(filepath.Join(w.root, ".prometheus"), filepath.Join(w.root, ".prometheus-old")); err != nil {
 		t.Fatal(err)
 	}
@@ -164,119 +154,20 @@ func TestSyncNoticesReplacedDirectory(t *testing.T) {
 	}
 }
 
-// TestSyncReadsRewriteThatKeptSizeAndMtime rewrites a file with new content
-// of the same size and puts its old mtime back, as a second write within
-// the clock's resolution would leave it. The watch saw the write, so the
-// next sync must read the file rather than trust its size and mtime.
-func TestSyncReadsRewriteThatKeptSizeAndMtime(t *testing.T) {
-	w := newWS(t)
-	w.write("alpha.md", "Alpha one.\n")
-	w.age("alpha.md", time.Hour)
-	w.sync()
-	w.sync() // the watch is on, nothing to do
-	fi, err := os.Stat(w.path("alpha.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.write("alpha.md", "Alpha two.\n")
-	if err := os.Chtimes(w.path("alpha.md"), fi.ModTime(), fi.ModTime()); err != nil {
-		t.Fatal(err)
-	}
-	if rep := w.sync(); !slices.Equal(rep.Imported, []string{"alpha"}) {
-		t.Errorf("sync = %+v", rep)
-	}
-	if got, err := w.peek("alpha"); err != nil || got.Body != "Alpha two." {
-		t.Errorf("alpha = %q, %v", got.Body, err)
-	}
-}
-
-// heldMirror is a Dir whose writes pause, file written, until released:
-// another process's write between its file's rename and its commit.
-type heldMirror struct {
-	*Dir
-	written chan struct{}
-	release chan struct{}
-}
-
-func (h heldMirror) Write(rec memory.Record, last *memory.FileState) (memory.FileState, func(), error) {
-	st, undo, err := h.Dir.Write(rec, last)
-	close(h.written)
-	<-h.release
-	return st, undo, err
-}
-
-// TestQuickSyncWaitsForWriteInFlight: a file another process has renamed
-// into place but not yet committed is unknown to the state. The sync waits
-// for the commit instead of scanning the whole directory, and then finds
-// the file exactly as recorded; a file nobody commits is still read by a
-// full sync once the waits are over.
-func TestQuickSyncWaitsForWriteInFlight(t *testing.T) {
-	waits := commitWaits
-	commitWaits = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}
-	t.Cleanup(func() { commitWaits = waits })
+// TestSyncWithoutDirectory: in a workspace with no memories directory a
+// sync has nothing to do, after a note too. A directory made meanwhile,
+// by hand or by another process's write, and a removed one, are each seen
+// by the next sync.
+func TestSyncWithoutDirectory(t *testing.T) {
 	root, db := t.TempDir(), filepath.Join(t.TempDir(), "memory.db")
 	a, b := newWSAt(t, root, mustOpen(t, db)), newWSAt(t, root, mustOpen(t, db))
-	a.put(memory.Semantic, "first", "", "Makes the directory.")
-	b.sync()
-	b.sync() // the watch is on
-
-	h := heldMirror{Dir: a.dir, written: make(chan struct{}), release: make(chan struct{})}
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := a.st.Put(a.ctx, memory.Project{ID: a.p, Mirror: h}, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "in-flight", Body: "Written, not yet committed."})
-		done <- err
-	}()
-	<-h.written
-	time.AfterFunc(60*time.Millisecond, func() { close(h.release) })
-	before := b.dir.quickSyncs
-	rep := b.sync()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if b.dir.quickSyncs != before+1 {
-		t.Errorf("the sync scanned the directory instead of waiting for the commit")
-	}
-	if len(rep.Imported)+len(rep.Deleted)+len(rep.Renamed) > 0 || len(rep.Problems) > 0 {
-		t.Errorf("sync = %+v, want nothing to do", rep)
-	}
-	checkSynced(t, b, rep, 0)
-
-	// A hand-written file: no commit comes.
-	commitWaits = []time.Duration{time.Millisecond}
-	b.write("by-hand.md", "Written by hand.\n")
-	before = b.dir.quickSyncs
-	rep = b.sync()
-	if b.dir.quickSyncs != before {
-		t.Error("a file nobody recorded was trusted")
-	}
-	if !slices.Equal(rep.Imported, []string{"by-hand"}) {
-		t.Errorf("sync = %+v, want by-hand imported", rep)
-	}
-}
-
-// TestSyncWithoutDirectoryIsQuick: in a workspace with no memories
-// directory there is nothing to watch, yet a sync that finds it still
-// missing, and the store's mirror state where the last full sync left it,
-// has nothing to do. A directory made meanwhile, by hand or by another
-// process's write, and a removed one, are each seen by the next sync.
-func TestSyncWithoutDirectoryIsQuick(t *testing.T) {
-	root, db := t.TempDir(), filepath.Join(t.TempDir(), "memory.db")
-	a, b := newWSAt(t, root, mustOpen(t, db)), newWSAt(t, root, mustOpen(t, db))
-	a.sync()
-	quick := func(w *ws) bool {
-		before := w.dir.quickSyncs
-		checkSynced(t, w, w.sync(), 0)
-		return w.dir.quickSyncs == before+1
-	}
-	if !quick(a) {
-		t.Fatal("a second sync with no directory was not quick")
-	}
+	checkSynced(t, a, a.sync(), 0)
 	// A note has no file: still nothing to do.
 	if _, _, err := a.st.Put(a.ctx, a.project(), memory.Write{Scope: scope.Project, Type: memory.Working, Key: "note", Body: "A note."}); err != nil {
 		t.Fatal(err)
 	}
-	if !quick(a) {
-		t.Error("a sync after a note was not quick")
+	if rep := a.sync(); !cmp.Equal(rep, Report{}) {
+		t.Errorf("sync after a note = %+v", rep)
 	}
 
 	// By hand: the directory and a file appear.
@@ -295,14 +186,9 @@ func TestSyncWithoutDirectoryIsQuick(t *testing.T) {
 		t.Errorf("alpha after its directory went: %v", err)
 	}
 	checkSynced(t, b, b.sync(), 0)
-	quick(b)
-	if !quick(b) {
-		t.Error("syncs with no directory never became quick again")
-	}
 
 	// Another process writes a fact: the directory is back, with a file
-	// the store knows, and a sync that skipped would not miss anything
-	// but must not skip on a stale view either.
+	// the store knows.
 	a.put(memory.Semantic, "beta", "", "Beta from the other process.")
 	checkSynced(t, b, b.sync(), 0)
 	if got, err := b.peek("beta"); err != nil || got.Body != "Beta from the other process." {
@@ -315,26 +201,22 @@ func TestSyncWithoutDirectoryIsQuick(t *testing.T) {
 	}
 }
 
-// TestQuickSyncAfterDirectoryLeavesWorkspace: the quick check takes the
-// path for good while it reaches the very directory the watch began on.
-// Moved out of the workspace and linked back, it still does; nothing is
-// read from or written there on that account: a write still checks the
-// path and refuses it, and a directory swapped for another is synced in
-// full and refused.
-func TestQuickSyncAfterDirectoryLeavesWorkspace(t *testing.T) {
+// TestSyncAfterDirectoryLeavesWorkspace: the memories directory, moved out
+// of the workspace and linked back, or swapped for another directory
+// behind the link, is refused by Sync and by writes from then on; nothing
+// is read from or written there, and the records stay.
+func TestSyncAfterDirectoryLeavesWorkspace(t *testing.T) {
 	w := newWS(t)
 	w.put(memory.Semantic, "fact", "", "Body.")
-	if _, err := Sync(w.ctx, w.st, w.p, w.dir); err != nil {
-		t.Fatal(err)
-	}
+	w.sync()
 	prom := filepath.Join(w.root, ".prometheus")
 	away := filepath.Join(t.TempDir(), "away")
 	if err := os.Rename(prom, away); err != nil {
 		t.Fatal(err)
 	}
 	symlink(t, away, prom)
-	if _, err := Sync(w.ctx, w.st, w.p, w.dir); err != nil {
-		t.Fatalf("Sync of the same directory, linked back: %v", err)
+	if _, err := Sync(w.ctx, w.st, w.p, w.dir); err == nil || !strings.Contains(err.Error(), "outside the workspace") {
+		t.Errorf("Sync of the directory moved out and linked back: %v", err)
 	}
 	_, _, err := w.st.Put(w.ctx, w.project(), memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "other", Body: "x"})
 	if err == nil || !strings.Contains(err.Error(), "outside the workspace") {
@@ -344,7 +226,7 @@ func TestQuickSyncAfterDirectoryLeavesWorkspace(t *testing.T) {
 		t.Error("a file was written outside the workspace")
 	}
 
-	// Another directory behind the link: not the one watched.
+	// Another directory behind the link.
 	other := filepath.Join(t.TempDir(), "other")
 	if err := os.MkdirAll(filepath.Join(other, "memories"), 0o755); err != nil {
 		t.Fatal(err)
