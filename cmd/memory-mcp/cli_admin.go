@@ -359,7 +359,7 @@ func (d *doctor) agents(root string) {
 		case !ok:
 			d.ok(area, "%s (%s): no memory-mcp server in it", p.path, p.ag.name)
 		default:
-			if _, err := exec.LookPath(cmd); err != nil {
+			if !runnable(cmd) {
 				d.problem(area, fmt.Sprintf("%s (%s) runs %q, which is not found", p.path, p.ag.name, cmd), "put memory-mcp on PATH, or give its full path in the config")
 			} else {
 				d.ok(area, "%s (%s): runs %s", p.path, p.ag.name, cmd)
@@ -374,18 +374,24 @@ func (d *doctor) agents(root string) {
 			d.problem(area, fmt.Sprintf("%s: %s", settings, jsonReason(err)), "fix the JSON; Claude Code ignores a settings file it cannot read")
 		} else {
 			hs, _ := doc["hooks"].(map[string]any)
-			var have, missing []string
+			var missing []string
+			lost := false
 			for _, h := range hooks {
 				groups, _ := hs[h[0]].([]any)
-				if hasHook(groups, h[1]) {
-					have = append(have, h[0])
-				} else {
+				cmd, ok := hookCommand(groups, h[1])
+				switch {
+				case !ok:
 					missing = append(missing, h[0])
+				case !runnable(cmd):
+					lost = true
+					d.problem(area, fmt.Sprintf("%s: the %s hook runs %q, which is not found", settings, h[0], cmd), "put memory-mcp on PATH, or give its full path in the hook")
 				}
 			}
-			if len(missing) == 0 {
+			switch {
+			case lost:
+			case len(missing) == 0:
 				d.ok(area, "%s: SessionStart and SessionEnd hooks run memory-mcp", settings)
-			} else {
+			default:
 				d.ok(area, "%s: no %s hook for memory-mcp (memory-mcp setup claude-code adds it)", settings, strings.Join(missing, " or "))
 			}
 		}
@@ -393,6 +399,13 @@ func (d *doctor) agents(root string) {
 	if found == 0 {
 		d.ok(area, "no agent config found here or in your home; memory-mcp setup claude-code|cursor|vscode|codex writes one")
 	}
+}
+
+// runnable reports whether cmd, a name looked up on PATH or a path, is a
+// program that can be started.
+func runnable(cmd string) bool {
+	_, err := exec.LookPath(cmd)
+	return err == nil
 }
 
 // serverCommand finds the command of the memory-mcp server in an agent
@@ -410,7 +423,11 @@ func serverCommand(ag agent, data []byte) (string, bool, error) {
 		for _, line := range strings.Split(rest, "\n") {
 			k, v, ok := strings.Cut(line, "=")
 			if ok && strings.TrimSpace(k) == "command" {
-				return strings.Trim(strings.TrimSpace(v), `"'`), true, nil
+				v = strings.TrimSpace(v)
+				if strings.HasPrefix(v, `"`) {
+					v = strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(strings.Trim(v, `"`))
+				}
+				return strings.Trim(v, `'`), true, nil
 			}
 		}
 		return "", true, errors.New("the memory server has no command")

@@ -29,6 +29,7 @@ func scriptParams() testscript.Params {
 				return err
 			}
 			e.Setenv("PATH", filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
+			e.Setenv("MEMORY_MCP", binary) // for scripts that take memory-mcp off PATH
 			e.Setenv("HOME", home)
 			e.Setenv("PROMETHEUS_MEMORY_DB_PATH", filepath.Join(home, ".prometheus", "memory.db"))
 			e.Setenv("PROMETHEUS_WORKSPACE_ROOT", root)
