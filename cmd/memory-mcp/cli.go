@@ -93,7 +93,8 @@ Environment:
                                      unset, nothing is sent anywhere (e.g. http://localhost:11434/v1)
   PROMETHEUS_MEMORY_EMBEDDINGS_MODEL the embeddings model, like nomic-embed-text
   PROMETHEUS_MEMORY_EMBEDDINGS_KEY   its API key, sent as a bearer token (optional)
-  PROMETHEUS_MEMORY_LOG_LEVEL      debug, info, warn or error (default info); logs go to stderr
+  PROMETHEUS_MEMORY_LOG_LEVEL      debug, info, warn or error (default info for serve, warn for
+                                   the other commands); logs go to stderr
 `)
 	return b.String()
 }

@@ -368,6 +368,9 @@ func (d *doctor) project(cfg Config, fromEnv bool) {
 	d.ok(area, "root %s (from %s), identity %s", cfg.Root, how, cfg.Project)
 }
 
+// relMemories is where a project's markdown files are, from its root.
+const relMemories = ".prometheus/memories"
+
 // mirror reads the project's markdown files and checks each as a sync
 // would import it, without the database: doctor changes nothing.
 func (d *doctor) mirror(cfg Config) {
@@ -394,7 +397,7 @@ func (d *doctor) mirror(cfg Config) {
 			continue
 		}
 		files++
-		rel := ".prometheus/memories/" + e.Name()
+		rel := relMemories + "/" + e.Name()
 		if reason, fix := memoryFileProblem(filepath.Join(dir.Path(), e.Name()), stem); reason != "" {
 			bad++
 			d.problem(area, fmt.Sprintf("%s not accepted: %s", rel, reason), fix+"; it is read again on the next call")

@@ -150,7 +150,10 @@ func selection(name string, pos []string, typ, sc, id string) (selectIn, error) 
 	if len(pos) == 1 {
 		in.Key = pos[0]
 	}
-	if (in.Key == "") == (in.ID == "") {
+	switch {
+	case in.Key == "" && in.ID == "":
+		return in, fmt.Errorf("%s: which record? give its KEY, or --id ID", name)
+	case in.Key != "" && in.ID != "":
 		return in, fmt.Errorf("%s: give a KEY or --id, not both", name)
 	}
 	return in, nil
