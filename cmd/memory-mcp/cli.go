@@ -43,6 +43,7 @@ func init() {
 		{"list", "[--type T] [--scope S] [--tag X] [--limit N] [--json]", "list the memories this project sees", runList},
 		{"search", "QUERY [--type T] [--scope S] [--limit N] [--mode M] [--json]", "search memories by keyword, or by meaning with embeddings", runSearch},
 		{"show", "KEY [--type T] [--scope S] | --id ID [--json]", "print one memory in full", runShow},
+		{"write", "KEY [--type T] [--scope S] [--description D] [--tag T]... [--confidence C] [--ttl DURATION] [--body B] [--json]", "store a memory, its body from stdin or --body", runWrite},
 		{"rm", "KEY [--type T] [--scope S] | --id ID [--json]", "delete a memory (and its markdown file)", runRm},
 		{"export", "[--out FILE] [--all-projects] [--json]", "write memories as JSON lines (with --out and --json, a JSON summary on stdout)", runExport},
 		{"import", "FILE [--format memory-mcp|server-memory] [--keep-projects] [--dry-run] [--json]", "read memories from JSON lines", runImport},
