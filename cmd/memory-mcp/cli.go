@@ -43,6 +43,7 @@ func init() {
 		{"list", "[--type T] [--scope S] [--tag X] [--limit N] [--json]", "list the memories this project sees", runList},
 		{"search", "QUERY [--type T] [--scope S] [--limit N] [--mode M] [--json]", "search memories by keyword, or by meaning with embeddings", runSearch},
 		{"show", "KEY [--type T] [--scope S] | --id ID [--json]", "print one memory in full", runShow},
+		{"write", "KEY [--type T] [--scope S] [--description D] [--tag T]... [--confidence C] [--ttl DURATION] [--body B] [--json]", "store a memory, its body from stdin or --body", runWrite},
 		{"rm", "KEY [--type T] [--scope S] | --id ID [--json]", "delete a memory (and its markdown file)", runRm},
 		{"export", "[--out FILE] [--all-projects] [--json]", "write memories as JSON lines (with --out and --json, a JSON summary on stdout)", runExport},
 		{"import", "FILE [--format memory-mcp|server-memory] [--keep-projects] [--dry-run] [--json]", "read memories from JSON lines", runImport},
@@ -93,7 +94,8 @@ Environment:
                                      unset, nothing is sent anywhere (e.g. http://localhost:11434/v1)
   PROMETHEUS_MEMORY_EMBEDDINGS_MODEL the embeddings model, like nomic-embed-text
   PROMETHEUS_MEMORY_EMBEDDINGS_KEY   its API key, sent as a bearer token (optional)
-  PROMETHEUS_MEMORY_LOG_LEVEL      debug, info, warn or error (default info); logs go to stderr
+  PROMETHEUS_MEMORY_LOG_LEVEL      debug, info, warn or error (default info for serve, warn for
+                                   the other commands); logs go to stderr
 `)
 	return b.String()
 }

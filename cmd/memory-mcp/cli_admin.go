@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,9 +14,11 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -218,11 +221,9 @@ func runDoctor(c *cli, args []string) error {
 		return err
 	}
 	var d doctor
-	dbOK := d.database(c.ctx, cfg)
+	d.database(c.ctx, cfg)
 	d.project(cfg, c.getenv("PROMETHEUS_WORKSPACE_ROOT") != "")
-	if dbOK {
-		d.mirror(c, cfg)
-	}
+	d.mirror(cfg)
 	d.agents(cfg.Root)
 	d.embeddings(c.ctx, cfg)
 
@@ -257,40 +258,100 @@ func runDoctor(c *cli, args []string) error {
 	return nil
 }
 
-// database checks the file without opening it for writing: a corrupt file
-// is reported, never touched. It reports whether the rest can use it.
-func (d *doctor) database(ctx context.Context, cfg Config) bool {
+// database checks the file without opening it for writing, and without
+// creating it: a corrupt file is reported, never touched, and a missing
+// one is left for the first command that needs it.
+func (d *doctor) database(ctx context.Context, cfg Config) {
 	const area = "database"
 	if cfg.Postgres() {
-		return d.postgres(ctx, cfg)
-	}
-	dir := filepath.Dir(cfg.DBPath)
-	if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		d.problem(area, fmt.Sprintf("directory %s is open to others (mode %o)", dir, fi.Mode().Perm()), "chmod 700 "+dir)
+		d.postgres(ctx, cfg)
+		return
 	}
 	fi, err := os.Stat(cfg.DBPath)
-	if os.IsNotExist(err) {
-		d.ok(area, "%s does not exist yet; it is created on first use", cfg.DBPath)
-		return true
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		d.creatable(cfg.DBPath)
+		return
 	}
 	if err != nil {
-		d.problem(area, err.Error(), "check the path, or point PROMETHEUS_MEMORY_DB_PATH elsewhere")
-		return false
+		d.problem(area, err.Error(), "make the directories on the way to it readable by you, or point PROMETHEUS_MEMORY_DB_PATH (or --db) elsewhere")
+		return
 	}
+	if !fi.Mode().IsRegular() {
+		d.problem(area, fmt.Sprintf("%s is not a file", cfg.DBPath), "point PROMETHEUS_MEMORY_DB_PATH (or --db) at a file, or move what is there aside")
+		return
+	}
+	d.openDir(filepath.Dir(cfg.DBPath))
 	if fi.Mode().Perm()&0o077 != 0 {
 		d.problem(area, fmt.Sprintf("%s is readable by others (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
 	}
 	if fi.Mode().Perm()&0o600 != 0o600 {
 		d.problem(area, fmt.Sprintf("%s is not readable and writable by you (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
-		return false
+		return
 	}
 	chk, err := memory.CheckFile(ctx, cfg.DBPath)
 	if err != nil {
 		d.problem(area, err.Error(), "restore a backup with \"memory-mcp restore FILE\"; or move the file aside and a new, empty database is made on next use")
-		return false
+		return
 	}
 	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, memory.SchemaVersion(), chk.Records, size(fi.Size()))
-	return true
+}
+
+// openDir reports the database's directory when others may look into it.
+// A shared directory with the sticky bit (/tmp) is theirs as much as
+// yours: no chmod of it is advised.
+func (d *doctor) openDir(dir string) {
+	fi, err := os.Stat(dir)
+	if err == nil && fi.Mode().Perm()&0o077 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		d.problem("database", fmt.Sprintf("directory %s is open to others (mode %o)", dir, fi.Mode().Perm()), "chmod 700 "+dir)
+	}
+}
+
+// creatable reports whether the missing database at path could be made:
+// the nearest directory on its way that exists must take new files, and
+// nothing on the way may be a file.
+func (d *doctor) creatable(path string) {
+	const area = "database"
+	elsewhere := "point PROMETHEUS_MEMORY_DB_PATH (or --db) at a path in a directory you can write"
+	dir := filepath.Dir(path)
+	for {
+		fi, err := os.Stat(dir)
+		if err == nil && !fi.IsDir() {
+			d.problem(area, fmt.Sprintf("%s cannot be created: %s is a file, not a directory", path, dir), "move "+dir+" aside, or "+elsewhere)
+			return
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			d.problem(area, fmt.Sprintf("%s cannot be created: %v", path, err), elsewhere)
+			return
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			break
+		}
+		dir = up
+	}
+	// Permission bits cannot tell: root passes every check, and a file
+	// system like /proc takes no new files whatever its modes say. An
+	// empty file made and removed at once can; nothing of it stays.
+	probe, err := os.CreateTemp(dir, ".memory-mcp-doctor-*")
+	if err != nil {
+		fix := elsewhere
+		if errors.Is(err, fs.ErrPermission) {
+			fix = "make " + dir + " writable by you (chmod u+w " + dir + "), or " + elsewhere
+		}
+		d.problem(area, fmt.Sprintf("%s cannot be created: %s takes no new files (%v)", path, dir, errors.Unwrap(err)), fix)
+		return
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if dir == filepath.Dir(path) {
+		d.openDir(dir)
+		d.ok(area, "%s does not exist yet; the first command that needs it creates it", path)
+		return
+	}
+	d.ok(area, "%s does not exist yet; the first command that needs it creates it, with the directories under %s", path, dir)
 }
 
 func (d *doctor) project(cfg Config, fromEnv bool) {
@@ -307,24 +368,78 @@ func (d *doctor) project(cfg Config, fromEnv bool) {
 	d.ok(area, "root %s (from %s), identity %s", cfg.Root, how, cfg.Project)
 }
 
-func (d *doctor) mirror(c *cli, cfg Config) {
+// relMemories is where a project's markdown files are, from its root.
+const relMemories = ".prometheus/memories"
+
+// mirror reads the project's markdown files and checks each as a sync
+// would import it, without the database: doctor changes nothing.
+func (d *doctor) mirror(cfg Config) {
 	const area = "mirror"
-	err := withApp(c.ctx, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "error"), c.stderr, func(a *app, log *slog.Logger) error {
-		rep, err := a.sync(c.ctx)
-		if err != nil {
-			return err
-		}
-		if len(rep.Problems) == 0 {
-			d.ok(area, "%s: every file accepted", a.dir.Path())
-		}
-		for _, p := range rep.Problems {
-			d.problem(area, fmt.Sprintf("%s not accepted: %s", p.Path, p.Reason), "fix the file (front matter, type, or remove the secret); it is read again on the next call")
-		}
-		return nil
-	})
+	dir, err := mirror.Open(cfg.Root)
 	if err != nil {
-		d.problem(area, err.Error(), "make the memories directory readable and writable")
+		d.problem(area, err.Error(), "make .prometheus and .prometheus/memories plain directories inside the project")
+		return
 	}
+	defer dir.Close()
+	entries, err := os.ReadDir(dir.Path())
+	if errors.Is(err, fs.ErrNotExist) {
+		d.ok(area, "%s: no memory files yet; they are written with the first project fact", dir.Path())
+		return
+	}
+	if err != nil {
+		d.problem(area, fmt.Sprintf("read %s: %v", dir.Path(), errors.Unwrap(err)), "make "+dir.Path()+" readable by you (chmod u+rwx "+dir.Path()+")")
+		return
+	}
+	files, bad := 0, 0
+	for _, e := range entries {
+		stem, ok := strings.CutSuffix(e.Name(), ".md")
+		if !ok || stem == "" || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		files++
+		rel := relMemories + "/" + e.Name()
+		if reason, fix := memoryFileProblem(filepath.Join(dir.Path(), e.Name()), stem); reason != "" {
+			bad++
+			d.problem(area, fmt.Sprintf("%s not accepted: %s", rel, reason), fix+"; it is read again on the next call")
+		}
+	}
+	if bad == 0 {
+		d.ok(area, "%s: every file accepted (%s)", dir.Path(), plural(files, "file", "files"))
+	}
+}
+
+// memoryFileProblem says what keeps the memory file at path from being
+// imported, and how to fix that; "" when nothing does.
+func memoryFileProblem(path, stem string) (reason, fix string) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return err.Error(), "check the file"
+	}
+	if !fi.Mode().IsRegular() {
+		return "is not a regular file (a symlink is not followed)", "put the memory itself in the file"
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("read: %v", errors.Unwrap(err)), "make the file readable by you (chmod u+rw)"
+	}
+	rec, err := mirror.Decode(stem, data)
+	if err != nil {
+		return err.Error(), "fix the file (its front matter, encoding or name)"
+	}
+	w := memory.Write{Scope: scope.Project, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,
+		Tags: rec.Tags, Confidence: &rec.Confidence, Metadata: rec.Metadata}
+	err = memory.Check(w)
+	switch {
+	case errors.Is(err, memory.ErrSecretRejected):
+		return err.Error(), "fix the file: remove the secret from it"
+	case errors.Is(err, memory.ErrTooLarge):
+		return err.Error(), "fix the file: shorten it"
+	case err != nil:
+		return err.Error(), "fix the file"
+	case rec.Type != memory.Semantic && rec.Type != memory.Procedural:
+		return fmt.Sprintf("type: %q cannot live in a markdown file (semantic or procedural only)", rec.Type), "fix the file: give it type semantic or procedural"
+	}
+	return "", ""
 }
 
 // agents looks at the agent configs of the project and the user.
@@ -359,7 +474,7 @@ func (d *doctor) agents(root string) {
 		case !ok:
 			d.ok(area, "%s (%s): no memory-mcp server in it", p.path, p.ag.name)
 		default:
-			if _, err := exec.LookPath(cmd); err != nil {
+			if !runnable(cmd) {
 				d.problem(area, fmt.Sprintf("%s (%s) runs %q, which is not found", p.path, p.ag.name, cmd), "put memory-mcp on PATH, or give its full path in the config")
 			} else {
 				d.ok(area, "%s (%s): runs %s", p.path, p.ag.name, cmd)
@@ -374,18 +489,24 @@ func (d *doctor) agents(root string) {
 			d.problem(area, fmt.Sprintf("%s: %s", settings, jsonReason(err)), "fix the JSON; Claude Code ignores a settings file it cannot read")
 		} else {
 			hs, _ := doc["hooks"].(map[string]any)
-			var have, missing []string
+			var missing []string
+			lost := false
 			for _, h := range hooks {
 				groups, _ := hs[h[0]].([]any)
-				if hasHook(groups, h[1]) {
-					have = append(have, h[0])
-				} else {
+				cmd, ok := hookCommand(groups, h[1])
+				switch {
+				case !ok:
 					missing = append(missing, h[0])
+				case !runnable(cmd):
+					lost = true
+					d.problem(area, fmt.Sprintf("%s: the %s hook runs %q, which is not found", settings, h[0], cmd), "put memory-mcp on PATH, or give its full path in the hook")
 				}
 			}
-			if len(missing) == 0 {
+			switch {
+			case lost:
+			case len(missing) == 0:
 				d.ok(area, "%s: SessionStart and SessionEnd hooks run memory-mcp", settings)
-			} else {
+			default:
 				d.ok(area, "%s: no %s hook for memory-mcp (memory-mcp setup claude-code adds it)", settings, strings.Join(missing, " or "))
 			}
 		}
@@ -393,6 +514,13 @@ func (d *doctor) agents(root string) {
 	if found == 0 {
 		d.ok(area, "no agent config found here or in your home; memory-mcp setup claude-code|cursor|vscode|codex writes one")
 	}
+}
+
+// runnable reports whether cmd, a name looked up on PATH or a path, is a
+// program that can be started.
+func runnable(cmd string) bool {
+	_, err := exec.LookPath(cmd)
+	return err == nil
 }
 
 // serverCommand finds the command of the memory-mcp server in an agent
@@ -410,7 +538,11 @@ func serverCommand(ag agent, data []byte) (string, bool, error) {
 		for _, line := range strings.Split(rest, "\n") {
 			k, v, ok := strings.Cut(line, "=")
 			if ok && strings.TrimSpace(k) == "command" {
-				return strings.Trim(strings.TrimSpace(v), `"'`), true, nil
+				v = strings.TrimSpace(v)
+				if strings.HasPrefix(v, `"`) {
+					v = strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(strings.Trim(v, `"`))
+				}
+				return strings.Trim(v, `'`), true, nil
 			}
 		}
 		return "", true, errors.New("the memory server has no command")
@@ -468,27 +600,26 @@ func (d *doctor) embeddings(ctx context.Context, cfg Config) {
 
 // postgres checks that the PostgreSQL server answers and that the schema is
 // this build's: opening the store migrates an older one, and refuses one
-// newer than this build knows. It reports whether the rest can use it.
-func (d *doctor) postgres(ctx context.Context, cfg Config) bool {
+// newer than this build knows.
+func (d *doctor) postgres(ctx context.Context, cfg Config) {
 	const area = "database"
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	st, err := memory.Open(ctx, cfg.DB(), nil)
 	if err != nil {
 		d.problem(area, cfg.dbError(err).Error(), "start the server or open the network path to "+dbAddr(cfg.DBURL)+"; check the user, password and database in PROMETHEUS_MEMORY_DB_URL (or --db)")
-		return false
+		return
 	}
 	defer st.Close()
 	if err := st.Ping(ctx); err != nil {
 		d.problem(area, cfg.dbError(err).Error(), "check that "+dbAddr(cfg.DBURL)+" is up and reachable from here")
-		return false
+		return
 	}
 	stats, err := st.Stats(ctx)
 	if err != nil {
 		d.problem(area, redact(fmt.Errorf("read the schema of %s: %w", cfg.DBName(), err), dbSecrets(cfg.DBURL)).Error(), "grant the user of PROMETHEUS_MEMORY_DB_URL the rights of the database's owner")
-		return false
+		return
 	}
 	// Opening brought an older schema up to date, and refused a newer one.
 	d.ok(area, "%s: PostgreSQL answers, schema %d (this build's), %d records", cfg.DBName(), stats.Schema, stats.Records)
-	return true
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -160,6 +161,10 @@ type importResult struct {
 	// Moved counts the records exported from another project that went
 	// into this one (without --keep-projects).
 	Moved int `json:"moved_from_other_projects"`
+	// FromFiles counts the lines whose record the import's first step, a
+	// sync of the project's markdown files, had just read in: a fresh
+	// database in a checkout that has the files.
+	FromFiles int `json:"read_from_markdown_first"`
 	// Projects counts the other projects records went to (with
 	// --keep-projects).
 	Projects int `json:"other_projects"`
@@ -299,8 +304,13 @@ func runImport(c *cli, args []string) error {
 	res := importResult{File: pos[0], Format: *format, DryRun: *dry, Refused: []refusal{}}
 	others := map[scope.Identity]bool{}
 	err = c.app(func(a *app, log *slog.Logger) error {
-		if _, err := a.sync(c.ctx); err != nil {
+		rep, err := a.sync(c.ctx)
+		if err != nil {
 			return err
+		}
+		fromFiles := map[string]bool{}
+		for _, k := range rep.Imported {
+			fromFiles[k] = true
 		}
 		bar := c.progress("importing", total, "bytes")
 		defer bar.finish()
@@ -343,6 +353,7 @@ func runImport(c *cli, args []string) error {
 				rec.Confidence = 0.5
 			}
 			into := a.proj
+			moved := false
 			if *keep {
 				id, ok := importIdentity(a.cfg.Project, l.Project, l.Scope)
 				if !ok {
@@ -359,16 +370,23 @@ func runImport(c *cli, args []string) error {
 					}
 				}
 			} else if l.Project != "" && l.Project != string(a.cfg.Project) && l.Scope == scope.Project {
-				res.Moved++
+				moved = true
 			}
+			refused := len(res.Refused)
 			if *dry {
 				res.dryRun(c.ctx, a.store, into.ID, n, memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
 					Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source, Metadata: rec.Metadata})
-				return nil
+			} else {
+				start := time.Now()
+				got, created, err := a.store.Restore(c.ctx, into, rec)
+				res.count(n, got, created, start, err)
+				if err == nil && !created && into.ID == a.cfg.Project && got.Scope == scope.Project && fromFiles[got.Key] {
+					res.FromFiles++
+				}
 			}
-			start := time.Now()
-			got, created, err := a.store.Restore(c.ctx, into, rec)
-			res.count(n, got, created, start, err)
+			if moved && len(res.Refused) == refused {
+				res.Moved++ // only a record taken went into this project
+			}
 			return nil
 		})
 	})
@@ -393,8 +411,13 @@ func runImport(c *cli, args []string) error {
 		if res.Projects > 0 {
 			fmt.Fprintf(c.stdout, "%d other projects got their own records back; \"memory-mcp projects\" lists them\n", res.Projects)
 		}
+		if res.FromFiles > 0 {
+			fmt.Fprintf(c.stdout, "%s already here: the project's markdown files (%s) were read in first\n",
+				plural(res.FromFiles, "record was", "records were"), relMemories)
+		}
 		if res.Moved > 0 {
-			fmt.Fprintf(c.stderr, "note: %d project records were exported from other projects and went into this one; import --keep-projects keeps them in their own\n", res.Moved)
+			fmt.Fprintf(c.stderr, "note: %s exported from other projects went into this one; import --keep-projects keeps such records in their own\n",
+				plural(res.Moved, "project record", "project records"))
 		}
 	}
 	if len(res.Refused) > 0 {
@@ -480,7 +503,7 @@ func runRestore(c *cli, args []string) error {
 	}
 	chk, err := memory.CheckFile(c.ctx, src)
 	if err != nil {
-		return fmt.Errorf("restore refused, nothing changed: %w", err)
+		return fmt.Errorf("restore refused, nothing changed: %s", backupProblem(src, err))
 	}
 	st, openErr := memory.Open(c.ctx, cfg.DBPath, nil)
 	if openErr == nil {
@@ -532,6 +555,21 @@ func runRestore(c *cli, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "restored %d records from %s into %s\nthe replaced database is kept at %s\n", out.Records, src, cfg.DBPath, keep)
 	return nil
+}
+
+// backupProblem says what is wrong with src as a backup to restore. The
+// store's own advice is for a live database ("move it aside, or point
+// PROMETHEUS_MEMORY_DB_PATH elsewhere") and is left out: src is not that.
+func backupProblem(src string, err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("%s does not exist", src)
+	}
+	cause := err
+	for u := errors.Unwrap(cause); u != nil; u = errors.Unwrap(cause) {
+		cause = u
+	}
+	why := strings.TrimPrefix(cause.Error(), "check "+src+": ")
+	return fmt.Sprintf("%s is not a backup this build can restore (%s); give restore a file that \"memory-mcp backup\" made", src, why)
 }
 
 // replaceFile moves db (and its -wal and -shm files) to keep and copies src

@@ -16,6 +16,7 @@ var examples = map[string]string{
 	"list":     "  memory-mcp list --type semantic --tag go\n",
 	"search":   "  memory-mcp search \"how do we run tests\"\n",
 	"show":     "  memory-mcp show test-runner\n",
+	"write":    "  echo 'Run make test; it sets up the fixtures.' | memory-mcp write test-runner --tag testing\n",
 	"rm":       "  memory-mcp rm test-runner --type semantic\n",
 	"export":   "  memory-mcp export --out memories.jsonl\n",
 	"import":   "  memory-mcp import memories.jsonl\n  memory-mcp import memory.json --format server-memory --dry-run\n",
@@ -150,7 +151,10 @@ func selection(name string, pos []string, typ, sc, id string) (selectIn, error) 
 	if len(pos) == 1 {
 		in.Key = pos[0]
 	}
-	if (in.Key == "") == (in.ID == "") {
+	switch {
+	case in.Key == "" && in.ID == "":
+		return in, fmt.Errorf("%s: which record? give its KEY, or --id ID", name)
+	case in.Key != "" && in.ID != "":
 		return in, fmt.Errorf("%s: give a KEY or --id, not both", name)
 	}
 	return in, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -19,25 +20,66 @@ type agent struct {
 	file string // relative to the project root
 	kind string // "json" or "toml"
 	key  string // the JSON object holding servers
-	// entry is the server entry written for memory-mcp.
-	entry map[string]any
+	// entry is the server entry written for memory-mcp, run as command.
+	entry func(command string) map[string]any
 }
+
+// workspaceEnv points the server at the editor's open folder: Cursor and
+// VS Code may start it elsewhere, and memories would land in the project
+// of wherever that is.
+var workspaceEnv = map[string]any{"PROMETHEUS_WORKSPACE_ROOT": "${workspaceFolder}"}
 
 var agents = []agent{
 	{name: "claude-code", file: ".mcp.json", kind: "json", key: "mcpServers",
-		entry: map[string]any{"type": "stdio", "command": "memory-mcp", "args": []any{}}},
+		entry: func(cmd string) map[string]any {
+			return map[string]any{"type": "stdio", "command": cmd, "args": []any{}}
+		}},
 	{name: "cursor", file: filepath.Join(".cursor", "mcp.json"), kind: "json", key: "mcpServers",
-		entry: map[string]any{"command": "memory-mcp", "args": []any{}}},
+		entry: func(cmd string) map[string]any {
+			return map[string]any{"command": cmd, "args": []any{}, "env": workspaceEnv}
+		}},
 	{name: "vscode", file: filepath.Join(".vscode", "mcp.json"), kind: "json", key: "servers",
-		entry: map[string]any{"type": "stdio", "command": "memory-mcp", "args": []any{}}},
+		entry: func(cmd string) map[string]any {
+			return map[string]any{"type": "stdio", "command": cmd, "args": []any{}, "env": workspaceEnv}
+		}},
 	{name: "codex", file: filepath.Join(".codex", "config.toml"), kind: "toml"},
 }
 
 // claudeSettings holds Claude Code's project hooks.
 var claudeSettings = filepath.Join(".claude", "settings.json")
 
-// hooks are the Claude Code hooks setup adds: event and command.
-var hooks = [][2]string{{"SessionStart", "memory-mcp read"}, {"SessionEnd", "memory-mcp capture"}}
+// hooks are the Claude Code hooks setup adds: event and subcommand.
+var hooks = [][2]string{{"SessionStart", "read"}, {"SessionEnd", "capture"}}
+
+// selfCommand is the command an agent is to run: "memory-mcp" when that
+// name on PATH is this very binary, else this binary's absolute path, so
+// that the config runs what setup ran, wherever it was built.
+func selfCommand() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("setup: find this binary: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	if found, err := exec.LookPath("memory-mcp"); err == nil {
+		a, errA := os.Stat(found)
+		b, errB := os.Stat(exe)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return "memory-mcp", nil
+		}
+	}
+	return exe, nil
+}
+
+// shellWord is s as one word of a shell command line: a hook's command is
+// run by the shell.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 func agentNamed(name string) (agent, bool) {
 	for _, a := range agents {
@@ -53,6 +95,8 @@ type change struct {
 	Path   string   `json:"path"`
 	Action string   `json:"action"` // created, updated or unchanged
 	Added  []string `json:"added"`
+	// Command is what the entries added run; empty when nothing was added.
+	Command string `json:"command,omitempty"`
 }
 
 func runSetup(c *cli, args []string) error {
@@ -71,14 +115,18 @@ func runSetup(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	cmd, err := selfCommand()
+	if err != nil {
+		return err
+	}
 	var changes []change
-	ch, err := setupServer(cfg.Root, ag)
+	ch, err := setupServer(cfg.Root, ag, cmd)
 	if err != nil {
 		return err
 	}
 	changes = append(changes, ch)
 	if ag.name == "claude-code" && !*noHooks {
-		ch, err := setupHooks(cfg.Root)
+		ch, err := setupHooks(cfg.Root, cmd)
 		if err != nil {
 			return err
 		}
@@ -87,12 +135,20 @@ func runSetup(c *cli, args []string) error {
 	if f.JSON() {
 		return printJSON(c.stdout, changes)
 	}
+	added := false
 	for _, ch := range changes {
 		switch ch.Action {
 		case "unchanged":
 			fmt.Fprintf(c.stdout, "%s: already set up, left unchanged\n", ch.Path)
 		default:
+			added = true
 			fmt.Fprintf(c.stdout, "%s: %s, added %s\n", ch.Path, ch.Action, strings.Join(ch.Added, ", "))
+		}
+	}
+	if added {
+		fmt.Fprintf(c.stdout, "the agent runs %s\n", cmd)
+		if cmd != "memory-mcp" {
+			fmt.Fprintln(c.stdout, "(memory-mcp is not on PATH, or is another binary there: the config names this one by its full path)")
 		}
 	}
 	return nil
@@ -100,10 +156,10 @@ func runSetup(c *cli, args []string) error {
 
 // setupServer adds memory-mcp to ag's config under root, keeping every
 // other setting, and leaving an existing memory entry as the user made it.
-func setupServer(root string, ag agent) (change, error) {
+func setupServer(root string, ag agent, cmd string) (change, error) {
 	path := filepath.Join(root, ag.file)
 	if ag.kind == "toml" {
-		return setupTOML(path)
+		return setupTOML(path, cmd)
 	}
 	doc, existed, err := readJSONObject(path)
 	if err != nil {
@@ -121,12 +177,13 @@ func setupServer(root string, ag agent) (change, error) {
 	if _, ok := servers[serverName]; ok {
 		return ch, nil
 	}
-	servers[serverName] = ag.entry
+	servers[serverName] = ag.entry(cmd)
 	ch.Added = append(ch.Added, ag.key+"."+serverName)
+	ch.Command = cmd
 	return ch, writeJSON(path, doc, existed, &ch)
 }
 
-func setupHooks(root string) (change, error) {
+func setupHooks(root, cmd string) (change, error) {
 	path := filepath.Join(root, claudeSettings)
 	doc, existed, err := readJSONObject(path)
 	if err != nil {
@@ -145,11 +202,13 @@ func setupHooks(root string) (change, error) {
 		if hs[h[0]] != nil && !ok {
 			return ch, fmt.Errorf("setup: %s: hooks.%s is not a list; fix the file by hand", path, h[0])
 		}
-		if hasHook(groups, h[1]) {
+		if _, ok := hookCommand(groups, h[1]); ok {
 			continue
 		}
-		hs[h[0]] = append(groups, map[string]any{"hooks": []any{map[string]any{"type": "command", "command": h[1]}}})
-		ch.Added = append(ch.Added, "hooks."+h[0]+" ("+h[1]+")")
+		line := shellWord(cmd) + " " + h[1]
+		hs[h[0]] = append(groups, map[string]any{"hooks": []any{map[string]any{"type": "command", "command": line}}})
+		ch.Added = append(ch.Added, "hooks."+h[0]+" ("+line+")")
+		ch.Command = cmd
 	}
 	if len(ch.Added) == 0 {
 		return ch, nil
@@ -158,29 +217,57 @@ func setupHooks(root string) (change, error) {
 	return ch, writeJSON(path, doc, existed, &ch)
 }
 
-// hasHook reports whether a hook in groups runs command (with any
-// arguments after it).
-func hasHook(groups []any, command string) bool {
+// hookCommand finds a hook in groups that runs memory-mcp's subcommand sub
+// (with any arguments after it) and returns the program it names.
+func hookCommand(groups []any, sub string) (string, bool) {
 	for _, g := range groups {
 		gm, _ := g.(map[string]any)
 		list, _ := gm["hooks"].([]any)
 		for _, h := range list {
 			hm, _ := h.(map[string]any)
-			cmd, _ := hm["command"].(string)
-			if hookRuns(cmd, command) {
-				return true
+			line, _ := hm["command"].(string)
+			words := shellWords(line)
+			if len(words) >= 2 && filepath.Base(words[0]) == "memory-mcp" && words[1] == sub {
+				return words[0], true
 			}
 		}
 	}
-	return false
+	return "", false
 }
 
-// hookRuns reports whether cmd runs command, perhaps by a full path.
-func hookRuns(cmd, command string) bool {
-	cmd = strings.TrimSpace(cmd)
-	name, sub, _ := strings.Cut(command, " ")
-	fields := strings.Fields(cmd)
-	return len(fields) >= 2 && filepath.Base(fields[0]) == name && fields[1] == sub
+// shellWords splits a command line into words as far as a hook needs:
+// blanks separate, single quotes and backslashes quote.
+func shellWords(line string) []string {
+	var words []string
+	var w strings.Builder
+	in, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		switch ch := line[i]; {
+		case quoted && ch == '\'':
+			quoted = false
+		case quoted:
+			w.WriteByte(ch)
+		case ch == '\'':
+			quoted, in = true, true
+		case ch == '\\' && i+1 < len(line):
+			i++
+			w.WriteByte(line[i])
+			in = true
+		case ch == ' ' || ch == '\t':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+		default:
+			w.WriteByte(ch)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words
 }
 
 func readJSONObject(path string) (map[string]any, bool, error) {
@@ -254,11 +341,15 @@ func writeAtomic(path string, data []byte) error {
 // tomlTable finds a [mcp_servers.memory] table header, however quoted.
 var tomlTable = regexp.MustCompile(`(?m)^\s*\[\s*mcp_servers\s*\.\s*("memory"|'memory'|memory)\s*\]`)
 
-const tomlEntry = "[mcp_servers.memory]\ncommand = \"memory-mcp\"\nargs = []\n"
+// tomlEntry is the memory server's table, running cmd.
+func tomlEntry(cmd string) string {
+	q := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(cmd)
+	return "[mcp_servers.memory]\ncommand = \"" + q + "\"\nargs = []\n"
+}
 
 // setupTOML appends the memory server's table to a Codex config unless
 // one is there; the rest of the file is kept byte for byte.
-func setupTOML(path string) (change, error) {
+func setupTOML(path, cmd string) (change, error) {
 	ch := change{Path: path, Action: "unchanged", Added: []string{}}
 	data, err := os.ReadFile(path)
 	existed := err == nil
@@ -275,8 +366,9 @@ func setupTOML(path string) (change, error) {
 		}
 		out = append(out, '\n')
 	}
-	out = append(out, tomlEntry...)
+	out = append(out, tomlEntry(cmd)...)
 	ch.Added = append(ch.Added, "[mcp_servers.memory]")
+	ch.Command = cmd
 	ch.Action = "updated"
 	if !existed {
 		ch.Action = "created"

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -29,6 +31,7 @@ func scriptParams() testscript.Params {
 				return err
 			}
 			e.Setenv("PATH", filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
+			e.Setenv("MEMORY_MCP", binary) // for scripts that take memory-mcp off PATH
 			e.Setenv("HOME", home)
 			e.Setenv("PROMETHEUS_MEMORY_DB_PATH", filepath.Join(home, ".prometheus", "memory.db"))
 			e.Setenv("PROMETHEUS_WORKSPACE_ROOT", root)
@@ -82,4 +85,32 @@ func scriptParams() testscript.Params {
 			},
 		},
 	}
+}
+
+// TestWriteEndlessStdin: a body streamed far past the limit is refused as
+// too large once the limit is passed, without reading the stream to its end.
+func TestWriteEndlessStdin(t *testing.T) {
+	e := newEnv(t)
+	cmd := e.command("write", "flood")
+	cmd.Stdin = io.LimitReader(repeatReader('x'), 1<<30)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("write of an endless body exited 0: %s", out)
+	}
+	if !strings.Contains(string(out), "too_large: body is over") {
+		t.Fatalf("want too_large, got: %s", out)
+	}
+	if strings.Contains(string(out), "xxxxxxxx") {
+		t.Fatal("the body was echoed")
+	}
+}
+
+// repeatReader reads as b, b, b, … without end.
+type repeatReader byte
+
+func (r repeatReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r)
+	}
+	return len(p), nil
 }
