@@ -68,8 +68,8 @@ func ExampleWeaver_Index() {
 	//
 	// | key | description | type | scope |
 	// |---|---|---|---|
-	// | session-7 | Fixed the flaky test | episodic | project |
-	// | style | Tabs \| spaces | semantic | tenant |
 	// | release | Cut a release | procedural | project |
+	// | style | Tabs \| spaces | semantic | tenant |
+	// | session-7 | Fixed the flaky test | episodic | project |
 	// 60 tokens
 }

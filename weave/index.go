@@ -15,29 +15,46 @@ const (
 	indexEmpty = "# Memory index\n\nNo records yet.\n"
 )
 
-// indexMore ends a capped index that left rows out. The blank line keeps
-// it out of the table, which would otherwise take it for one more row.
+// indexMore ends a capped index that left rows out, and says where the
+// rest is. The blank line keeps it out of the table, which would otherwise
+// take it for one more row.
 func indexMore(n int) string {
-	return fmt.Sprintf("\n_%d more records not shown._\n", n)
+	return fmt.Sprintf("\n_… and %d more: read memory://index._\n", n)
 }
 
-// typeRank orders types as memory.Types lists them; unknown types go last.
-func typeRank(t memory.Type) int {
-	if i := slices.Index(memory.Types, t); i >= 0 {
+// indexNone is the line under the title of a capped index that has no room
+// for a single row.
+func indexNone(n int) string {
+	return fmt.Sprintf("_%d records not shown: read memory://index._\n", n)
+}
+
+// IndexTypes is the order Index lists types in: what is most worth reading
+// first, so that a capped index keeps it. A caller that reads only the
+// head of the records for a capped index reads them in this order.
+var IndexTypes = []memory.Type{memory.Procedural, memory.Semantic, memory.Episodic, memory.Working}
+
+// indexRank orders types as IndexTypes lists them; unknown types go last.
+func indexRank(t memory.Type) int {
+	if i := slices.Index(IndexTypes, t); i >= 0 {
 		return i
 	}
-	return len(memory.Types)
+	return len(IndexTypes)
 }
 
 // Index renders recs, every type, as a markdown table of key, description,
-// type and scope, sorted by type (in memory.Types order), then key. It does
-// not resolve scopes: pass the effective records. With maxTokens > 0 the
-// output is at most maxTokens tokens: rows are added in order until the
-// next does not fit, and a last line says how many were left out; if not
-// even one row fits, it is the heading and that line, or "" when that does
-// not fit either. unlisted counts records the caller left out of recs (it
-// read only the first rows); they count as not shown. tokens is the
-// cl100k_base count of markdown.
+// type and scope. Types come in IndexTypes order: procedures, facts,
+// episodes, working notes. Within a type records come in the order a
+// recall offers them: procedures by use count, then recency, the others by
+// confidence, then use count, then recency (the later of the last change
+// and the last use); ties end on key, scope and id. It does not resolve
+// scopes: pass the effective records. With maxTokens > 0 the output is at
+// most maxTokens tokens: rows are added in order until the next does not
+// fit, and a last line says how many were left out and that
+// memory://index has them all; if not even one row fits, it is the
+// heading and that line, or "" when that does not fit either. unlisted
+// counts records the caller left out of recs (it read only the first
+// rows); they count as not shown. tokens is the cl100k_base count of
+// markdown.
 func (w *Weaver) Index(recs []memory.Record, maxTokens, unlisted int) (markdown string, tokens int) {
 	unlisted = max(0, unlisted)
 	if len(recs) == 0 && unlisted == 0 {
@@ -47,20 +64,23 @@ func (w *Weaver) Index(recs []memory.Record, maxTokens, unlisted int) (markdown 
 		return indexEmpty, w.Count(indexEmpty)
 	}
 	type entry struct {
-		rank int // typeRank, worked out once rather than per comparison
-		rec  *memory.Record
+		rank int // indexRank, worked out once rather than per comparison
+		it   item
 	}
 	entries := make([]entry, len(recs))
 	for i := range recs {
-		entries[i] = entry{typeRank(recs[i].Type), &recs[i]}
+		r := &recs[i]
+		it := item{rec: r, proc: r.Type == memory.Procedural, rel: -1, conf: r.Confidence, use: r.UseCount, recency: r.UpdatedAt.UnixNano()}
+		if r.LastAccessedAt != nil {
+			it.recency = max(it.recency, r.LastAccessedAt.UnixNano())
+		}
+		entries[i] = entry{indexRank(r.Type), it}
 	}
 	slices.SortFunc(entries, func(a, b entry) int {
 		return cmp.Or(
 			cmp.Compare(a.rank, b.rank),
-			strings.Compare(string(a.rec.Type), string(b.rec.Type)),
-			strings.Compare(a.rec.Key, b.rec.Key),
-			cmp.Compare(a.rec.Scope, b.rec.Scope),
-			strings.Compare(a.rec.ID, b.rec.ID),
+			strings.Compare(string(a.it.rec.Type), string(b.it.rec.Type)),
+			packOrder(&a.it, &b.it),
 		)
 	})
 
@@ -73,18 +93,32 @@ func (w *Weaver) Index(recs []memory.Record, maxTokens, unlisted int) (markdown 
 	if maxTokens > 0 {
 		reserve = w.cached(indexMore(len(entries) + unlisted))
 	}
+	render := func(e entry) string {
+		r := e.it.rec
+		return fmt.Sprintf("| %s | %s | %s | %s |\n", cell(r.Key), cell(r.Description), cell(string(r.Type)), r.Scope)
+	}
 	for i, e := range entries {
-		r := e.rec
-		row := fmt.Sprintf("| %s | %s | %s | %s |\n", cell(r.Key), cell(r.Description), cell(string(r.Type)), r.Scope)
+		row := render(e)
 		cost := w.cached(row)
-		if maxTokens > 0 {
-			res := reserve
-			if i == len(entries)-1 && unlisted == 0 {
-				res = 0
+		if maxTokens > 0 && used+cost+reserve > maxTokens {
+			// No room for this row and the "more" line; but with no
+			// records unlisted, the rest may fit whole, needing no
+			// "more" line at all.
+			if unlisted == 0 {
+				var rest []string
+				restCost := 0
+				for _, e := range entries[i:] {
+					r := render(e)
+					if restCost += w.cached(r); used+restCost > maxTokens {
+						break
+					}
+					rest = append(rest, r)
+				}
+				if len(rest) == len(entries)-i {
+					rows, used = append(rows, rest...), used+restCost
+				}
 			}
-			if used+cost+res > maxTokens {
-				break
-			}
+			break
 		}
 		used += cost
 		rows = append(rows, row)
@@ -101,7 +135,7 @@ func (w *Weaver) Index(recs []memory.Record, maxTokens, unlisted int) (markdown 
 		var md string
 		switch {
 		case n == 0:
-			md = indexTitle + strings.TrimPrefix(indexMore(total), "\n")
+			md = indexTitle + indexNone(total)
 		case n < total:
 			md = indexHead + strings.Join(rows[:n], "") + indexMore(total-n)
 		default:

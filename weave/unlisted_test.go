@@ -17,7 +17,7 @@ func TestUnlisted(t *testing.T) {
 		t.Errorf("Tokens = %d, Count = %d", b.Tokens, shared.Count(b.Markdown))
 	}
 	md, tokens := shared.Index(recs[:3], 0, 10)
-	if !strings.Contains(md, "10 more records not shown") || tokens != shared.Count(md) {
+	if !strings.Contains(md, "… and 10 more: read memory://index.") || tokens != shared.Count(md) {
 		t.Errorf("Index with unlisted rows:\n%s", md)
 	}
 }

@@ -353,7 +353,11 @@ func TestIndexCapped(t *testing.T) {
 			if md != full {
 				t.Errorf("budget %d: want the whole index", budget)
 			}
-		case !strings.HasSuffix(md, fmt.Sprintf("\n_%d more records not shown._\n", len(recs)-rows)):
+		case rows == 0:
+			if want := fmt.Sprintf("# Memory index\n\n_%d records not shown: read memory://index._\n", len(recs)); md != want {
+				t.Errorf("budget %d: no rows, got:\n%s", budget, md)
+			}
+		case !strings.HasSuffix(md, fmt.Sprintf("\n_… and %d more: read memory://index._\n", len(recs)-rows)):
 			t.Errorf("budget %d: %d rows, bad ending:\n%s", budget, rows, md)
 		}
 	}

@@ -30,25 +30,31 @@ func TestReadTypesFilter(t *testing.T) {
 	}
 }
 
-// TestInputSchemasHaveNoTypeUnions walks every tool's input schema: some
-// clients refuse a "type" that is an array or names "null", so optional
-// fields are simply left out of "required".
-func TestInputSchemasHaveNoTypeUnions(t *testing.T) {
+// TestSchemasHaveNoTypeUnions walks every tool's input and output schema:
+// some clients refuse a "type" that is an array or names "null", so
+// optional fields are simply left out of "required".
+func TestSchemasHaveNoTypeUnions(t *testing.T) {
 	cs := connect(t, newEnv(t), nil)
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tool := range res.Tools {
-		b, err := json.Marshal(tool.InputSchema)
-		if err != nil {
-			t.Fatal(err)
+		for part, schema := range map[string]any{"in": tool.InputSchema, "out": tool.OutputSchema} {
+			if schema == nil {
+				t.Errorf("%s has no %sput schema", tool.Name, part)
+				continue
+			}
+			b, err := json.Marshal(schema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s any
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatal(err)
+			}
+			walkSchema(t, tool.Name+" "+part, s)
 		}
-		var s any
-		if err := json.Unmarshal(b, &s); err != nil {
-			t.Fatal(err)
-		}
-		walkSchema(t, tool.Name, s)
 	}
 }
 

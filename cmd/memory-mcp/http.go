@@ -423,10 +423,17 @@ func logCalls(log *slog.Logger) mcp.Middleware {
 	}
 }
 
-// unauthorized is the one answer to every request without a live token:
-// it does not tell a missing token from a wrong or revoked one.
-func unauthorized(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="memory-mcp"`)
+// unauthorized answers a request without a live token. A request that
+// bore a token that is wrong, revoked or expired says error="invalid_token"
+// (RFC 6750 §3), so that a client asks for another token rather than
+// starting a sign-in; one that bore none gets no error (§3.1). It does not
+// tell a wrong token from a revoked one.
+func unauthorized(w http.ResponseWriter, bore bool) {
+	challenge := `Bearer realm="memory-mcp"`
+	if bore {
+		challenge += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
 }
 
@@ -447,12 +454,12 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 		}
 		f := strings.Fields(r.Header.Get("Authorization"))
 		if len(f) != 2 || !strings.EqualFold(f[0], "Bearer") {
-			unauthorized(sw)
+			unauthorized(sw, false)
 			return
 		}
 		tok, err := t.base.store.Authenticate(r.Context(), f[1])
 		if errors.Is(err, memory.ErrNotFound) {
-			unauthorized(sw)
+			unauthorized(sw, true)
 			return
 		}
 		if err != nil {

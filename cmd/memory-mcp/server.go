@@ -16,6 +16,7 @@ import (
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
+	"prom.codes/memory-mcp/weave"
 )
 
 // server is the MCP face of an app.
@@ -206,10 +207,19 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 		srv.log.Warn("index for instructions", "err", err)
 		return
 	}
-	recs, err := srv.app.store.Index(ctx, srv.app.cfg.Project, indexRowsAtInit)
-	if err != nil {
-		srv.log.Warn("index for instructions", "err", err)
-		return
+	// The index lists types in weave.IndexTypes order, each in weave order,
+	// so the head of that order is all a capped index can show.
+	var recs []memory.Record
+	for _, t := range weave.IndexTypes {
+		if len(recs) >= indexRowsAtInit {
+			break
+		}
+		rs, err := srv.app.store.Effective(ctx, srv.app.cfg.Project, []memory.Type{t}, indexRowsAtInit-len(recs))
+		if err != nil {
+			srv.log.Warn("index for instructions", "err", err)
+			return
+		}
+		recs = append(recs, rs...)
 	}
 	total, err := srv.app.store.CountAll(ctx, srv.app.cfg.Project)
 	if err != nil {
@@ -321,9 +331,10 @@ func settle(ctx context.Context, kick <-chan struct{}, quiet, max time.Duration)
 	}
 }
 
-// indexRowsAtInit bounds the rows read for the instructions' index: no more
-// than this fit in its token cap.
-const indexRowsAtInit = 120
+// indexRowsAtInit bounds the records read for the instructions' index: a
+// row costs eight tokens or more, whatever its cells, so no more than this
+// fit in the cap. They are read with their bodies, so it is kept tight.
+const indexRowsAtInit = instructionsBudget / 8
 
 func (srv *server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 	srv.mu.Lock()

@@ -40,7 +40,9 @@ func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschem
 // dropNull turns the ["null", T] unions inferred for pointers, slices and
 // maps into plain T: several clients reject a type array, and an optional
 // field is one that is not required. checkArguments drops a null argument
-// before validation, so a client sending one gets the field's default.
+// before validation, so a client sending one gets the field's default; a
+// result never holds a null, as its optional fields are omitempty and its
+// other slices are made non-nil.
 func dropNull(s *jsonschema.Schema) {
 	if s == nil {
 		return
@@ -618,6 +620,7 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
 	}
+	dropNull(out)
 	t.OutputSchema = out
 	schema := t.InputSchema.(*jsonschema.Schema)
 	in, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
