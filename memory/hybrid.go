@@ -32,7 +32,7 @@ func ParseMode(field, s string) (Mode, error) {
 	case "", ModeKeyword, ModeSemantic, ModeHybrid:
 		return m, nil
 	}
-	return "", Errorf(CodeInvalidArgument, field, "unknown mode %q (want keyword, semantic or hybrid)", clip(s, 40))
+	return "", Errorf(CodeInvalidArgument, field, "unknown mode (want keyword, semantic or hybrid)")
 }
 
 func searchLimit(n int) int {
