@@ -631,9 +631,8 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 		}
 	}
 	defaults := hasDefaults(schema)
-	fast := compileArgCheck(schema)
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := checkArguments(req.Params.Arguments, in, schema, fields, fast)
+		args, err := checkArguments(req.Params.Arguments, in, schema, fields)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -674,7 +673,7 @@ func runTool[In, Out any](ctx context.Context, name string, h mcp.ToolHandlerFor
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s result: %w", name, err)
 	}
-	res.StructuredContent = compactJSON(b)
+	res.StructuredContent = json.RawMessage(b)
 	if res.Content == nil {
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
 	}
@@ -718,13 +717,25 @@ func exactNumbers(b []byte) bool {
 	return true
 }
 
+// stringEnd returns the index of the quote that closes the JSON string
+// opening at b[i], or len(b) if none does.
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(b)
+}
+
 // checkArguments validates a call's arguments against the tool's input
 // schema after applying its defaults, and returns them decoded. A failure
 // names the field and what it takes, never the value sent: the validator's
-// own messages quote values, and a value may be a secret. fast,
-// when not nil, is schema compiled (compileArgCheck): arguments that fit
-// it need neither defaults nor the validator.
-func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved, fast *argCheck) (map[string]any, error) {
+// own messages quote values, and a value may be a secret.
+func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (map[string]any, error) {
 	args := map[string]any{}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &args); err != nil {
@@ -735,9 +746,6 @@ func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *
 		if v == nil {
 			delete(args, k)
 		}
-	}
-	if fast != nil && fast.fits(args) {
-		return args, nil
 	}
 	if err := resolved.ApplyDefaults(&args); err != nil {
 		return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
