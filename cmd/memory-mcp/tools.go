@@ -771,7 +771,8 @@ func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[st
 	slices.Sort(known)
 	for _, k := range names {
 		if _, ok := schema.Properties[k]; !ok {
-			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take; it takes %s", strings.Join(known, ", "))
+			// The name is the caller's, and may be a secret (clipArg).
+			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", clipArg(k), strings.Join(known, ", "))
 		}
 	}
 	for _, k := range schema.Required {
