@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -374,13 +373,6 @@ func runEmbed(c *cli, args []string) error {
 // probeClient is how doctor sees whether the endpoint answers: a
 // redirect is an answer, and is not followed.
 var probeClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-// shownURL is u as doctor and logs show it: no user, password or query,
-// which may hold a key.
-func shownURL(u *url.URL) string {
-	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	return shown.String()
-}
 
 // embedProbe embeds one short text with the configured model.
 func (d *doctor) embedProbe(ctx context.Context, cfg Config) {
