@@ -29,7 +29,6 @@ type server struct {
 	subs map[string]int // subscribed URIs, counted over sessions
 
 	kick chan struct{} // asks for the instructions to be recomputed
-
 }
 
 const guide = `memory-mcp keeps what this team learned, decided and agreed, across sessions.
@@ -58,7 +57,7 @@ func newServer(a *app, log *slog.Logger) *server {
 	return srv
 }
 
-// toolAdder is where tools are registered: the server, or an SDK server.
+// toolAdder is where tools are registered: an SDK server.
 type toolAdder interface {
 	AddTool(*mcp.Tool, mcp.ToolHandler)
 }

@@ -163,9 +163,10 @@ type frameWriter struct {
 // Write writes one frame of the SDK's.
 //
 // JSON-RPC has no error code 0, which is what the SDK sends for an error
-// that carries none: its refusal of a request before initialize, or of a
-// second initialize. Such an error goes out as Invalid Request.
+// that carries none, such as its refusal of a request before initialize
+// or of a second initialize. Such an error goes out as Invalid Request.
 func (w *frameWriter) Write(frame []byte) (int, error) {
+	n := len(frame)
 	var head struct {
 		Method json.RawMessage `json:"method"`
 		Error  *struct {
@@ -192,7 +193,7 @@ func (w *frameWriter) Write(frame []byte) (int, error) {
 			w.idle = nil
 		}
 	}
-	return len(frame), err
+	return n, err
 }
 
 func decodeResponse(frame []byte) (*jsonrpc.Response, bool) {
