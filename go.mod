@@ -15,6 +15,7 @@ require (
 	github.com/yuin/goldmark v1.8.7
 	golang.org/x/sys v0.47.0
 	golang.org/x/term v0.40.0
+	golang.org/x/time v0.15.0
 	gopkg.in/yaml.v2 v2.3.0
 )
 
@@ -32,6 +33,5 @@ require (
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
 	golang.org/x/tools v0.48.0 // indirect
 )

@@ -24,7 +24,7 @@ type app struct {
 }
 
 func openApp(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
-	return openAppWith(ctx, cfg, log, &memory.Options{})
+	return openAppWith(ctx, cfg, log, nil)
 }
 
 // openAppWith is openApp with the store opened with opts.

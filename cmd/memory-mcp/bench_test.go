@@ -147,8 +147,6 @@ func (f *benchFixture) app(b *testing.B) *app {
 // half a minute, as with -benchtime 100x and a call slower than 300 ms, or
 // the first call takes longer than that itself, it skips instead: such a
 // run says nothing one call does not, and the log says how slow that was.
-// Besides the wall clock it reports the process's CPU time per call
-// (cpu-ns/op), steadier on a machine others share.
 func benchMeasure(b *testing.B, op func(ctx context.Context) error) {
 	b.Helper()
 	const limit = 30 * time.Second
@@ -171,14 +169,10 @@ func benchMeasure(b *testing.B, op func(ctx context.Context) error) {
 		b.Skipf("one call took %v; not running %d of them", took.Round(time.Millisecond), b.N)
 	}
 	b.ResetTimer()
-	cpu := cpuTime()
 	for range b.N {
 		if err := op(ctx); err != nil {
 			b.Fatal(err)
 		}
-	}
-	if now := cpuTime(); now > 0 {
-		b.ReportMetric(float64(now-cpu)/float64(b.N), "cpu-ns/op")
 	}
 }
 

@@ -79,6 +79,19 @@ func walkSchema(t *testing.T, path string, v any) {
 	walkSchema(t, path+"{}", s["additionalProperties"])
 }
 
+// An argument a tool does not take is refused by name, with the ones it
+// does take.
+func TestUnknownArgumentNamed(t *testing.T) {
+	cs := connect(t, newEnv(t), nil)
+	msg := fails(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "k", "body": "b", "color": "red"})
+	if !strings.HasPrefix(msg, "invalid_argument: ") || !strings.Contains(msg, "color") || !strings.Contains(msg, "body") {
+		t.Errorf("memory_write with color: %q, want an invalid_argument naming color and what it takes", msg)
+	}
+	if strings.Contains(msg, "red") {
+		t.Errorf("the refusal quotes the value: %q", msg)
+	}
+}
+
 // TestTTLBounded refuses a ttl_seconds that is not positive or longer than
 // a hundred years: a huge one used to overflow into a past expiry that
 // deleted the record and its file.

@@ -60,18 +60,21 @@ func hostPart(v string) string {
 	return rest
 }
 
-// dbShown is a database URL fit to show: its user, host, port and
-// database, without the password or the query (which may hold one too).
+// dbShown is a database URL fit to show (see shownURL); one that does not
+// parse shows its scheme and host only.
 func dbShown(v string) string {
 	u, err := parseDBURL(v)
 	if err != nil {
 		return strings.SplitN(v, "://", 2)[0] + "://" + hostPart(v) + "/…"
 	}
-	u.RawQuery, u.Fragment = "", ""
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	return u.String()
+	return shownURL(u)
+}
+
+// shownURL is u as errors, logs and doctor show it: its scheme, host and
+// path. Its user, password, query and fragment are left out: each may
+// carry a credential (a key in the user part, a password in the query).
+func shownURL(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }
 
 // dbAddr is the host:port a database URL connects to, for saying what

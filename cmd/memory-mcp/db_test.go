@@ -55,7 +55,7 @@ func TestConfigDatabase(t *testing.T) {
 	if !c.Postgres() || c.DB() != url || c.DBPath != "" {
 		t.Errorf("with a URL: %+v", c)
 	}
-	if got, want := c.DBName(), "postgres://memory@db.example.com/memory"; got != want {
+	if got, want := c.DBName(), "postgres://db.example.com/memory"; got != want {
 		t.Errorf("shown as %q, want %q", got, want)
 	}
 	env := map[string]string{"PROMETHEUS_MEMORY_DB_URL": url}
@@ -91,11 +91,11 @@ func TestConfigDatabase(t *testing.T) {
 
 func TestDBURLShown(t *testing.T) {
 	for _, c := range []struct{ url, shown, addr string }{
-		{"postgres://u:pw%2Fx@h:6543/db?password=pw2&sslmode=disable", "postgres://u@h:6543/db", "h:6543"},
+		{"postgres://u:pw%2Fx@h:6543/db?password=pw2&sslmode=disable", "postgres://h:6543/db", "h:6543"},
 		{"postgresql://h/db", "postgresql://h/db", "h:5432"},
 		{"postgres://[::1]/db", "postgres://[::1]/db", "[::1]:5432"},
 		{"postgres:///db?host=/run/postgresql", "postgres:///db", "/run/postgresql"},
-		{"postgres://u:pw@h1:5432,h2:5433/db", "postgres://u@h1:5432,h2:5433/db", "h1:5432,h2:5433"},
+		{"postgres://u:pw@h1:5432,h2:5433/db", "postgres://h1:5432,h2:5433/db", "h1:5432,h2:5433"},
 		// A password holding @ and # unescaped: what parses as the host
 		// is a piece of it.
 		{"postgres://u:top@secret#x@h/db", "postgres://h/…", "h:5432"},

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -189,22 +188,17 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 		sm.store.ReleaseEmbedding(rctx, holder)
 		cancel()
 	}()
-	// Loading every vector and queueing what has none read and write the
-	// whole store: with a processor lent (see processors).
-	var st memory.EmbedStatus
-	var queued int
-	procs.lend(func() {
-		if err := sm.store.WarmVectors(ctx, model); err != nil && ctx.Err() == nil {
-			sm.log.Warn("embeddings", "err", err)
-		}
-		var err error
-		if st, err = sm.store.EmbedStatus(ctx, model); err != nil {
-			sm.log.Warn("embeddings", "err", err)
-		}
-		if queued, err = sm.store.QueueMissing(ctx, model); err != nil {
-			sm.log.Warn("embeddings", "err", err)
-		}
-	})
+	if err := sm.store.WarmVectors(ctx, model); err != nil && ctx.Err() == nil {
+		sm.log.Warn("embeddings", "err", err)
+	}
+	st, err := sm.store.EmbedStatus(ctx, model)
+	if err != nil {
+		sm.log.Warn("embeddings", "err", err)
+	}
+	queued, err := sm.store.QueueMissing(ctx, model)
+	if err != nil {
+		sm.log.Warn("embeddings", "err", err)
+	}
 	// Progress is worth telling when there is a backlog: a new model, or
 	// records stored while no endpoint was there.
 	total, done := 0, 0
@@ -241,15 +235,11 @@ func (sm *semantic) embedLoop(ctx context.Context) {
 			sm.sleep(ctx, sm.poll)
 			continue
 		}
-		// A batch writes its vectors, and may wait for another process's
-		// write lock: with a processor lent.
-		var held bool
 		var res memory.EmbedResult
-		procs.lend(func() {
-			if held, err = sm.store.LeaseEmbedding(ctx, holder, leaseFor); err == nil && held {
-				res, err = sm.store.EmbedPending(ctx, model, sm.client, embedBatch)
-			}
-		})
+		held, err := sm.store.LeaseEmbedding(ctx, holder, leaseFor)
+		if err == nil && held {
+			res, err = sm.store.EmbedPending(ctx, model, sm.client, embedBatch)
+		}
 		if !held {
 			sm.sleep(ctx, 4*sm.poll) // another server embeds them, or the lease failed
 			continue
@@ -383,13 +373,6 @@ func runEmbed(c *cli, args []string) error {
 // probeClient is how doctor sees whether the endpoint answers: a
 // redirect is an answer, and is not followed.
 var probeClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
-// shownURL is u as doctor and logs show it: no user, password or query,
-// which may hold a key.
-func shownURL(u *url.URL) string {
-	shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	return shown.String()
-}
 
 // embedProbe embeds one short text with the configured model.
 func (d *doctor) embedProbe(ctx context.Context, cfg Config) {

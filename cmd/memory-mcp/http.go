@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
@@ -133,7 +134,7 @@ type team struct {
 }
 
 func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) error {
-	t := &team{base: a, log: log, limiter: newLimiter(o.rate, 5*o.rate), servers: map[string]*server{}, tenant: o.tenant}
+	t := &team{base: a, log: log, limiter: newLimiter(o.rate, int(5*o.rate)), servers: map[string]*server{}, tenant: o.tenant}
 	if o.root == "" {
 		// The mirror belongs to one workspace; a team's callers have none.
 		if a.dir != nil {
@@ -590,45 +591,41 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-// limiter is a token bucket per key: rate a second, up to burst at once.
+// limiter holds a rate limiter per token.
 type limiter struct {
-	rate, burst float64
+	rate  rate.Limit
+	burst int
 
-	mu      sync.Mutex
-	buckets map[string]*bucket
+	mu   sync.Mutex
+	keys map[string]*rate.Limiter
 }
 
-type bucket struct {
-	level float64
-	at    time.Time
+// newLimiter allows r requests a second to each key, up to burst at once.
+func newLimiter(r float64, burst int) *limiter {
+	return &limiter{rate: rate.Limit(r), burst: max(burst, 1), keys: map[string]*rate.Limiter{}}
 }
 
-func newLimiter(rate, burst float64) *limiter {
-	return &limiter{rate: rate, burst: max(burst, 1), buckets: map[string]*bucket{}}
-}
-
-// forget drops key's bucket.
+// forget drops key's limiter.
 func (l *limiter) forget(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.buckets, key)
+	delete(l.keys, key)
 }
 
-// allow takes one request from key's bucket, or says how long until one
-// would be allowed.
+// allow takes one request of key's, or says how long until one would be
+// allowed.
 func (l *limiter) allow(key string, now time.Time) (time.Duration, bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.buckets[key]
+	lim, ok := l.keys[key]
 	if !ok {
-		b = &bucket{level: l.burst, at: now}
-		l.buckets[key] = b
+		lim = rate.NewLimiter(l.rate, l.burst)
+		l.keys[key] = lim
 	}
-	b.level = min(l.burst, b.level+now.Sub(b.at).Seconds()*l.rate)
-	b.at = now
-	if b.level >= 1 {
-		b.level--
-		return 0, true
+	l.mu.Unlock()
+	r := lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
 	}
-	return time.Duration((1 - b.level) / l.rate * float64(time.Second)), false
+	return 0, true
 }

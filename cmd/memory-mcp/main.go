@@ -32,23 +32,15 @@ import (
 
 // profileEnv names a file to write a CPU profile of the whole run to, for
 // finding where a call's time goes under load; it is written when the
-// command ends (for the stdio server, when its input closes). heapEnv
-// names a file for a heap profile written then (see heapprofile.go).
-const (
-	profileEnv = "MEMORY_MCP_CPUPROFILE"
-	heapEnv    = "MEMORY_MCP_HEAPPROFILE"
-)
+// command ends (for the stdio server, when its input closes).
+const profileEnv = "MEMORY_MCP_CPUPROFILE"
 
 func main() {
-	stdioProcessors = oneProcessor
-	stdioStartPages = releaseStartPages
-	stdioMonitor = keepMonitorAwake
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	endProfile := startProfile(os.Getenv(profileEnv))
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	endProfile()
-	writeHeapProfile(os.Getenv(heapEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "memory-mcp:", err)
 		os.Exit(1)
@@ -64,25 +56,6 @@ func stopSignals() []os.Signal {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	return sigs
-}
-
-// oneProcessor runs the stdio server's Go code on one processor, unless
-// the GOMAXPROCS variable asks for more. Its one client sends a call and
-// waits for the answer, so a second processor has nothing to run in
-// parallel; what it added was the scheduler's cost of keeping it busy:
-// every call readies a goroutine (the next reader of the input, and
-// database/sql's watcher of each query's context), and with an idle
-// processor the runtime wakes a thread to run it on the other core,
-// which the client needs too. Profiles of 4,000 searches at 5,000
-// records showed the server's kernel time nearly halved with one
-// processor, and its CPU per search 0.42 -> 0.30 ms. Work that may wait
-// in a C call or the kernel for long borrows a second one (see
-// processors). The HTTP server, with many clients, keeps every
-// processor.
-func oneProcessor(getenv func(string) string) {
-	if getenv("GOMAXPROCS") == "" {
-		procs.limit(1)
-	}
 }
 
 // startProfile starts a CPU profile into path, if path is set, and returns

@@ -63,9 +63,6 @@ func runServe(c *cli, args []string) error {
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	if stdioMonitor != nil {
-		stdioMonitor()
-	}
 	if isTerminal(c.stdin) {
 		fmt.Fprint(c.stderr, `memory-mcp is an MCP server and is waiting for an agent on stdin/stdout.
 An agent launches it for you: run "memory-mcp setup claude-code" (or cursor,
@@ -74,33 +71,8 @@ vscode, codex) in your project. To look at memory yourself, try
 Press Ctrl-C to stop.
 `)
 	}
-	if stdioProcessors != nil {
-		stdioProcessors(c.getenv)
-	}
-	if stdioStartPages != nil {
-		// Package initialisation is over: its pages go (see
-		// releaseStartPages), and the rest of start-up's once the
-		// session is initialized.
-		stdioStartPages()
-	}
 	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return serve(c.ctx, a, log, c.stdin, c.stdout) })
 }
-
-// stdioProcessors sets how many processors the stdio server's Go code
-// runs on. main sets it (see oneProcessor); tests that serve inside their
-// own process leave it nil, so as not to change theirs.
-var stdioProcessors func(getenv func(string) string)
-
-// stdioMonitor finishes keeping the runtime's monitor from its deep sleep
-// in the stdio server (see keepMonitorAwake). main sets it; tests
-// that serve inside their own process leave it nil.
-var stdioMonitor func()
-
-// stdioStartPages lets go of the pages start-up mapped, at the start of
-// the stdio server and once its session is initialized. main sets it
-// (see releaseStartPages); tests that serve inside their own process
-// leave it nil.
-var stdioStartPages func()
 
 func runRead(c *cli, args []string) error {
 	f := newFlags(c, "read").withJSON()
@@ -164,7 +136,6 @@ func withApp(ctx context.Context, getenv func(string) string, stderr io.Writer, 
 
 func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
 	srv := newServer(a, log)
-	srv.started = stdioStartPages
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	loop := make(chan struct{})
@@ -174,10 +145,8 @@ func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdou
 	}()
 	go srv.purgeLoop(ctx, 10*time.Minute)
 	stopEmbedding := a.sem.start(ctx)
-	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root, "processors", procs.limited(), "one_malloc_arena", oneMallocArena())
-	in, release := pollable(stdin, stdout)
-	err := serveStdio(ctx, srv, in, stdout, log)
-	release()
+	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root)
+	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
 	// Let the last change reach the saved instructions before the
 	// database closes; weaving them reads the project's records, which
 	// takes longer on a loaded machine. Clients wait 5 s for an exit.

@@ -30,15 +30,6 @@ type server struct {
 	subs map[string]int // subscribed URIs, counted over sessions
 
 	kick chan struct{} // asks for the instructions to be recomputed
-
-	middleware []mcp.Middleware           // around every request the SDK receives
-	tools      map[string]mcp.ToolHandler // our tools by name, as registered
-
-	// started, if set, runs once, when the first session is initialized:
-	// the stdio server lets go of its start-up pages there (see
-	// releaseStartPages).
-	started     func()
-	startedOnce sync.Once
 }
 
 const guide = `memory-mcp keeps what this team learned, decided and agreed, across sessions.
@@ -52,40 +43,22 @@ const guide = `memory-mcp keeps what this team learned, decided and agreed, acro
 const instructionsBudget = 500
 
 func newServer(a *app, log *slog.Logger) *server {
-	srv := &server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1), tools: map[string]mcp.ToolHandler{}}
+	srv := &server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1)}
 	srv.impl = &mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: serverVersion()}
 	srv.mcp = mcp.NewServer(srv.impl, &mcp.ServerOptions{
 		Instructions:       guide,
 		Logger:             quieter(log),
 		SubscribeHandler:   srv.subscribe,
 		UnsubscribeHandler: srv.unsubscribe,
-		InitializedHandler: srv.initialized,
 	})
-	srv.middleware = []mcp.Middleware{srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound}
-	srv.mcp.AddReceivingMiddleware(srv.middleware...)
-	srv.addTools(srv)
+	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound)
+	srv.addTools(srv.mcp)
 	srv.addResources(srv.mcp)
 	srv.addPrompts(srv.mcp)
 	return srv
 }
 
-// initialized runs started after the first session's initialize: by
-// then the server has opened its store, registered its tools and
-// answered, and what is left is the calls.
-func (srv *server) initialized(context.Context, *mcp.InitializedRequest) {
-	if srv.started != nil {
-		srv.startedOnce.Do(srv.started)
-	}
-}
-
-// AddTool registers a tool with the SDK and keeps its handler for calls
-// answered without it (see directCalls).
-func (srv *server) AddTool(t *mcp.Tool, h mcp.ToolHandler) {
-	srv.mcp.AddTool(t, h)
-	srv.tools[t.Name] = h
-}
-
-// toolAdder is where tools are registered: the server, or an SDK server.
+// toolAdder is where tools are registered: an SDK server.
 type toolAdder interface {
 	AddTool(*mcp.Tool, mcp.ToolHandler)
 }
@@ -259,7 +232,7 @@ func (srv *server) instructionsLoop(ctx context.Context) {
 	defer poll.Stop()
 	for {
 		if dirty && srv.app.weaver.Ready() {
-			procs.lend(func() { srv.refreshInstructions(ctx) })
+			srv.refreshInstructions(ctx)
 			dirty = false
 		}
 		// Look for the tokenizer only while a refresh waits for it.
@@ -387,9 +360,7 @@ func (srv *server) purgeLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			var n int64
-			var err error
-			procs.lend(func() { n, err = srv.app.purge(ctx) })
+			n, err := srv.app.purge(ctx)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				srv.log.Warn("purge", "err", err)
 			} else if n > 0 {

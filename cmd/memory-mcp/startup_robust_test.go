@@ -42,15 +42,7 @@ func startFails(t *testing.T, e env, wrap []string, want string, advice ...strin
 	if stdout.Len() > 0 {
 		t.Errorf("stdout carries %q on a failed start", stdout.String())
 	}
-	// On a machine up longer than 24.8 days the runtime's scheduler line
-	// comes first (see monitorSetting): it is not the message.
-	var lines []string
-	for _, l := range strings.Split(stderr.String(), "\n") {
-		if !strings.HasPrefix(l, "SCHED ") {
-			lines = append(lines, l)
-		}
-	}
-	msg := strings.TrimSpace(strings.Join(lines, "\n"))
+	msg := strings.TrimSpace(stderr.String())
 	if !strings.Contains(msg, want) {
 		t.Errorf("the message does not name %s:\n%s", want, msg)
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -18,39 +17,32 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxLine is the longest input line accepted; longer ones are answered
+// maxLine is the longest input line passed on; longer ones are answered
 // with an error and skipped.
 const maxLine = 16 << 20
 
-// serveStdio runs s over in and out. Input is read line by line here, not by
-// the SDK, because one malformed line would end the SDK's session: lines that
-// are not JSON-RPC are answered with an error and dropped, the rest go on,
-// decoded already, so the SDK does not parse them again. When in ends, it
-// waits for answers to requests already received. Plain calls of our
-// tools are answered here, without the SDK (see directCalls).
-func serveStdio(ctx context.Context, srv *server, in io.Reader, out io.Writer, log *slog.Logger) error {
-	c := newStdioConn(out)
-	c.direct = newDirectCalls(ctx, srv)
-	err := serveConn(ctx, srv.mcp, c, in, log)
-	// The SDK's Run waits for its own handlers; calls answered here are
-	// waited for too, past the drain if one outlived it.
-	if !c.direct.wait(5 * time.Second) {
-		log.Warn("stopping with tool calls still running")
-		if err == nil {
-			err = errors.New("stopped with tool calls still running after 5 s")
-		}
-	}
-	return err
-}
+// drainTimeout bounds the wait, once the input has ended, for answers to
+// the requests it brought.
+const drainTimeout = 10 * time.Second
 
-// serveConn is serveStdio on c, whose direct calls, if any, are set.
-func serveConn(ctx context.Context, s *mcp.Server, c *stdioConn, in io.Reader, log *slog.Logger) error {
-	go filterLines(in, c, log, func(err error) {
-		c.drain(10 * time.Second)
-		c.end(err)
-	})
-	err := s.Run(ctx, c)
-	c.Close()
+// serveStdio serves s over in and out until in ends.
+//
+// The SDK would read in itself, but one line it cannot decode ends its
+// session without an answer (go-sdk#1209). So the lines are read here: one
+// that is not a JSON-RPC message the SDK takes is answered with an error
+// and dropped, and the rest go on through a pipe to mcp.IOTransport. The
+// SDK cancels the requests still running when its input ends, so the pipe
+// is closed only once every request passed on has been answered.
+func serveStdio(ctx context.Context, s *mcp.Server, in io.Reader, out io.Writer, log *slog.Logger) error {
+	w := &frameWriter{out: out}
+	pr, pw := io.Pipe()
+	go func() {
+		err := filterLines(in, pw, w, log)
+		w.drain(drainTimeout)
+		pw.CloseWithError(err)
+	}()
+	err := s.Run(ctx, &mcp.IOTransport{Reader: pr, Writer: w, MaxLineLength: -1})
+	pr.Close() // if the SDK stopped first, the filter stops at its next line
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
 		return nil
 	}
@@ -60,237 +52,92 @@ func serveConn(ctx context.Context, s *mcp.Server, c *stdioConn, in io.Reader, l
 	return err
 }
 
-// filterLines reads in line by line and forwards each line (see forward),
-// then calls done once, when in ends, with why (nil at its end).
-func filterLines(in io.Reader, c *stdioConn, log *slog.Logger, done func(error)) {
-	f := &lineFilter{r: bufio.NewReaderSize(in, 64<<10), c: c, log: log, done: done}
-	f.run()
-}
-
-// lineFilter is the reading of one input. One goroutine at a time reads.
-type lineFilter struct {
-	r    *bufio.Reader
-	line []byte
-	c    *stdioConn
-	log  *slog.Logger
-	done func(error)
-}
-
-// run reads and forwards lines until the input ends, or until a line
-// brings a tool call to answer here: then it hands the reading on to a
-// worker and answers the call itself, at once. Handing the call to a
-// worker instead made every call wait for that worker to be scheduled.
-func (f *lineFilter) run() {
+// filterLines passes the lines of in that the SDK can take on to pw, and
+// answers the others, until in ends or pw is closed.
+func filterLines(in io.Reader, pw io.Writer, w *frameWriter, log *slog.Logger) error {
+	r := bufio.NewReaderSize(in, 64<<10)
+	var line []byte
 	tooLong := false
 	for {
-		if f.r.Buffered() == 0 {
-			// What the last line readied runs before a read that may
-			// block, and keep the one processor while it waits, where
-			// the input is not polled (see pollable).
-			runtime.Gosched()
-		}
-		chunk, err := f.r.ReadSlice('\n')
-		if !tooLong && len(f.line)+len(chunk) > maxLine+1 {
-			tooLong, f.line = true, nil
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong && len(line)+len(chunk) > maxLine+1 {
+			tooLong, line = true, nil
 		}
 		if !tooLong {
-			f.line = append(f.line, chunk...)
+			line = append(line, chunk...)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if tooLong {
-			f.log.Warn("dropped an input line over the size limit", "limit", maxLine)
-			f.c.errorReply(nil, -32600, "Invalid Request: message larger than 16 MiB")
-		} else if werr := forward(bytes.TrimRight(f.line, "\r\n"), f.c, f.log); werr != nil {
-			f.c.runTaken()
-			f.done(werr)
-			return
+			log.Warn("dropped an input line over the size limit", "limit", maxLine)
+			w.reply(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: message larger than 16 MiB")
+		} else if werr := forward(line, pw, w, log); werr != nil {
+			return werr
 		}
-		f.line, tooLong = f.line[:0], false
+		line, tooLong = line[:0], false
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
 		if err != nil {
-			f.c.runTaken()
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			f.done(err)
-			return
-		}
-		if call := f.c.taken; call != nil {
-			f.c.taken = nil
-			f.c.direct.dispatch(f.run)
-			call()
-			return
+			return err
 		}
 	}
 }
 
-// forward checks one line and hands the message in it to the SDK. Nothing
-// handed on aliases line, which the next read overwrites.
-func forward(line []byte, c *stdioConn, log *slog.Logger) error {
+// forward passes one line on to pw if the SDK's decoder takes it, and
+// answers it with an error otherwise. It fails only if pw does.
+func forward(line []byte, pw io.Writer, w *frameWriter, log *slog.Logger) error {
+	line = bytes.TrimRight(line, "\r\n")
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil
 	}
-	// Member names are matched exactly, as the SDK's decoder does: a struct
-	// would match "ID" or "Method" too, and let through a line the SDK then
-	// reads as something else. Unmarshal checks the whole line is JSON
-	// before it decodes any of it, and says so with a SyntaxError.
+	// A map, not a struct: member names match exactly, as in the SDK's
+	// decoder.
 	var obj map[string]json.RawMessage
 	err := json.Unmarshal(line, &obj)
 	var syntax *json.SyntaxError
 	if errors.As(err, &syntax) || !utf8.Valid(line) {
 		log.Warn("dropped an input line that is not JSON", "bytes", len(line))
-		c.errorReply(nil, -32700, "Parse error")
+		w.reply(nil, jsonrpc.CodeParseError, "Parse error")
 		return nil
 	}
 	if err != nil || obj == nil {
 		log.Warn("dropped an input line that is not a JSON-RPC object", "bytes", len(line))
-		c.errorReply(nil, -32600, "Invalid Request: want one JSON-RPC 2.0 object per line")
+		w.reply(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: want one JSON-RPC 2.0 object per line")
 		return nil
 	}
-	var version string
-	json.Unmarshal(obj["jsonrpc"], &version)
-	rawID, hasID := obj["id"]
-	id := rawID
-	if hasID && !validID(rawID) {
-		id = nil
-	}
-	_, hasMethod := obj["method"]
-	_, hasResult := obj["result"]
-	_, hasError := obj["error"]
-	if version != "2.0" || !(hasMethod || hasResult || hasError) || (hasID && id == nil) {
-		log.Warn("dropped an input line that is not JSON-RPC 2.0", "bytes", len(line))
-		c.errorReply(id, -32600, "Invalid Request")
+	id, hasID := obj["id"]
+	if hasID && !validID(id) {
+		log.Warn("dropped a request with an id it could not be answered by", "bytes", len(line))
+		w.reply(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: an id must be a string, or a whole number within ±2^53")
 		return nil
 	}
-	var msg jsonrpc.Message
-	if req, ok := plainMessage(obj, line); ok {
-		if c.direct != nil {
-			if c.direct.take(c, req, id) {
-				return nil
-			}
-			if req.Method == "notifications/cancelled" {
-				c.direct.cancelled(req.Params)
-			}
-		}
-		msg = req
-	} else {
-		// The SDK's decoder is stricter than encoding/json (it caps nesting
-		// at 1,000 levels and wants an error member to be an object), and a
-		// message it cannot decode ends the whole session (go-sdk#1209).
-		// Anything but a plain request is decoded with it here, so such a
-		// line is answered and dropped instead.
-		var err error
-		if msg, err = jsonrpc.DecodeMessage(bytes.Clone(line)); err != nil {
-			log.Warn("dropped an input line the protocol decoder refuses", "bytes", len(line))
-			c.errorReply(id, -32600, "Invalid Request")
-			return nil
-		}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		log.Warn("dropped an input line the protocol decoder refuses", "bytes", len(line))
+		w.reply(id, jsonrpc.CodeInvalidRequest, "Invalid Request")
+		return nil
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-		if c.direct != nil && c.direct.duplicate(req, id) {
-			log.Warn("dropped a request whose id a call still running uses", "method", req.Method)
-			return nil
-		}
-		c.expect(id)
+		w.expect()
 	}
-	return c.deliver(msg)
-}
-
-// plainMessage builds the request in line, whose members are obj, when the
-// SDK's decoder surely reads it the same way: a JSON-RPC 2.0 object with a
-// valid id (both checked already), a method that is a string without
-// escapes, params that are absent or an object, no error member, and no
-// nesting deeper than the decoder allows.
-func plainMessage(obj map[string]json.RawMessage, line []byte) (*jsonrpc.Request, bool) {
-	m := obj["method"]
-	if len(m) < 2 || m[0] != '"' || bytes.IndexByte(m, '\\') >= 0 {
-		return nil, false
-	}
-	if _, ok := obj["error"]; ok {
-		return nil, false
-	}
-	params, hasParams := obj["params"]
-	if hasParams && (len(params) == 0 || params[0] != '{') {
-		return nil, false
-	}
-	if !depthAtMost(line, sdkMaxDepth) {
-		return nil, false
-	}
-	req := &jsonrpc.Request{Method: string(m[1 : len(m)-1]), Params: params}
-	if raw, ok := obj["id"]; ok && string(raw) != "null" {
-		v, ok := decodeID(raw)
-		if !ok {
-			return nil, false
-		}
-		// As the SDK does: a number as a float64 (validID allows only
-		// those it holds exactly), then an integer.
-		var err error
-		switch v := v.(type) {
-		case string:
-			req.ID, err = jsonrpc.MakeID(v)
-		case json.Number:
-			var n int64
-			if n, err = strconv.ParseInt(string(v), 10, 64); err == nil {
-				req.ID, err = jsonrpc.MakeID(float64(n))
-			}
-		default:
-			return nil, false
-		}
-		if err != nil {
-			return nil, false
-		}
-	}
-	return req, true
-}
-
-// sdkMaxDepth is the deepest nesting the SDK's decoder accepts.
-const sdkMaxDepth = 1000
-
-// depthAtMost reports whether the objects and arrays of the valid JSON in
-// b nest at most max levels deep.
-func depthAtMost(b []byte, max int) bool {
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i = stringEnd(b, i)
-		case '{', '[':
-			if depth++; depth > max {
-				return false
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return true
-}
-
-// stringEnd returns the index of the quote that closes the JSON string
-// opening at b[i], or len(b) if none does.
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
-		}
-	}
-	return len(b)
+	_, err = pw.Write(append(line, '\n'))
+	return err
 }
 
 // maxExactID is the largest integer id the SDK answers with unchanged: it
 // reads numbers as float64.
 const maxExactID = 1 << 53
 
-// validID holds for the ids JSON-RPC allows, a string, a number or null,
-// that the SDK echoes faithfully: a number must be written as a whole
-// number within ±2^53, or the answer would carry another id and the caller
-// would wait for ever.
+// validID holds for the ids the SDK echoes faithfully: a string, null, or
+// a number written as a whole number within ±2^53. Any other would come
+// back as another id, and its caller would wait for ever.
 func validID(raw json.RawMessage) bool {
-	v, ok := decodeID(raw)
-	if !ok {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if d.Decode(&v) != nil {
 		return false
 	}
 	switch v := v.(type) {
@@ -303,253 +150,96 @@ func validID(raw json.RawMessage) bool {
 	return false
 }
 
-// stdioConn is the SDK's connection over stdin and stdout: messages come
-// from the line filter, decoded; every frame written to stdout, the SDK's
-// and the filter's own, goes through it one at a time, and it tracks which
-// requests still await an answer.
-type stdioConn struct {
+// frameWriter writes the frames of stdout, the SDK's and the filter's own
+// answers, one at a time, and counts the requests passed to the SDK that
+// it has yet to answer.
+type frameWriter struct {
 	mu      sync.Mutex
 	out     io.Writer
-	pending map[string]bool
-	idle    chan struct{}
-
-	direct *directCalls // answers plain tool calls; nil to leave all to the SDK
-	taken  func()       // the call the line just read brought, for the reader to answer
-
-	in     chan jsonrpc.Message
-	ended  chan struct{} // closed when the input is over
-	endErr error         // why, nil at its end
-	closed chan struct{}
-	once   sync.Once
+	pending int           // requests passed on and not yet answered
+	idle    chan struct{} // closed when pending reaches 0, while drain waits
 }
 
-func newStdioConn(out io.Writer) *stdioConn {
-	return &stdioConn{out: out, pending: map[string]bool{}, in: make(chan jsonrpc.Message),
-		ended: make(chan struct{}), closed: make(chan struct{})}
-}
-
-// Connect makes c its own transport: a stdio server has one session.
-func (c *stdioConn) Connect(context.Context) (mcp.Connection, error) { return c, nil }
-
-// deliver hands msg to the SDK's reader.
-func (c *stdioConn) deliver(msg jsonrpc.Message) error {
-	select {
-	case c.in <- msg:
-		return nil
-	case <-c.closed:
-		return io.ErrClosedPipe
+// Write writes one frame of the SDK's.
+//
+// JSON-RPC has no error code 0, which is what the SDK sends for an error
+// that carries none, such as its refusal of a request before initialize
+// or of a second initialize. Such an error goes out as Invalid Request.
+func (w *frameWriter) Write(frame []byte) (int, error) {
+	n := len(frame)
+	var head struct {
+		Method json.RawMessage `json:"method"`
+		Error  *struct {
+			Code int `json:"code"`
+		} `json:"error"`
 	}
-}
-
-// end tells the reader that no more messages come, and why: err, or the
-// end of the input if nil.
-func (c *stdioConn) end(err error) {
-	if err == nil {
-		err = io.EOF
-	}
-	c.endErr = err
-	close(c.ended)
-}
-
-func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case msg := <-c.in:
-		return msg, nil
-	case <-c.ended:
-		return nil, c.endErr
-	case <-c.closed:
-		return nil, io.EOF
-	}
-}
-
-func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	data, err := jsonrpc.EncodeMessage(msg)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r, ok := msg.(*jsonrpc.Response); ok && r.ID.IsValid() {
-		c.settle(r.ID)
-		if c.direct != nil {
-			c.direct.answered(r.ID, r.Error == nil)
+	json.Unmarshal(frame, &head)
+	answer := head.Method == nil
+	if head.Error != nil && head.Error.Code == 0 {
+		if r, ok := decodeResponse(frame); ok {
+			r.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: r.Error.Error()}
+			if b, err := jsonrpc.EncodeMessage(r); err == nil {
+				frame = append(b, '\n')
+			}
 		}
 	}
-	_, err = c.out.Write(append(data, '\n'))
-	return err
-}
-
-// runTaken answers on a worker the call the line just read brought, if
-// any: the reader has more to do first.
-func (c *stdioConn) runTaken() {
-	if c.taken != nil {
-		c.direct.dispatch(c.taken)
-		c.taken = nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err := w.out.Write(frame)
+	if answer {
+		w.pending--
+		if w.pending <= 0 && w.idle != nil {
+			close(w.idle)
+			w.idle = nil
+		}
 	}
+	return n, err
 }
 
-// writeAnswer writes frame, the answer to the request with id, and
-// settles that request.
-func (c *stdioConn) writeAnswer(id jsonrpc.ID, frame []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if id.IsValid() {
-		c.settle(id)
-	}
-	c.out.Write(append(frame, '\n'))
+func decodeResponse(frame []byte) (*jsonrpc.Response, bool) {
+	msg, err := jsonrpc.DecodeMessage(bytes.TrimSpace(frame))
+	r, ok := msg.(*jsonrpc.Response)
+	return r, err == nil && ok && r.Error != nil
 }
 
-func (c *stdioConn) Close() error {
-	c.once.Do(func() { close(c.closed) })
-	return nil
+// Close leaves stdout open: the process's, not the session's.
+func (w *frameWriter) Close() error { return nil }
+
+// expect counts one more request passed on.
+func (w *frameWriter) expect() {
+	w.mu.Lock()
+	w.pending++
+	w.mu.Unlock()
 }
 
-func (c *stdioConn) SessionID() string { return "" }
-
-// settle marks the request with id answered. c.mu must be held.
-func (c *stdioConn) settle(id jsonrpc.ID) {
-	delete(c.pending, idKey(id))
-	if len(c.pending) == 0 && c.idle != nil {
-		close(c.idle)
-		c.idle = nil
-	}
-}
-
-func (c *stdioConn) expect(id json.RawMessage) {
-	c.mu.Lock()
-	c.pending[canonicalID(id)] = true
-	c.mu.Unlock()
-}
-
-// drain waits until every request received has been answered, or timeout.
-func (c *stdioConn) drain(timeout time.Duration) {
-	c.mu.Lock()
-	if len(c.pending) == 0 {
-		c.mu.Unlock()
+// drain waits until every request passed on has been answered, or timeout.
+func (w *frameWriter) drain(timeout time.Duration) {
+	w.mu.Lock()
+	if w.pending <= 0 {
+		w.mu.Unlock()
 		return
 	}
-	ch := make(chan struct{})
-	c.idle = ch
-	c.mu.Unlock()
+	idle := make(chan struct{})
+	w.idle = idle
+	w.mu.Unlock()
 	select {
-	case <-ch:
-		// The last answer settled its request before writing itself, with
-		// c.mu held: it is written once c.mu is free, and not before, or
-		// the output could be closed under it.
-		c.mu.Lock()
-		c.mu.Unlock()
+	case <-idle:
 	case <-time.After(timeout):
 	}
 }
 
-// decodeID decodes raw, a member's value from a line that is valid JSON,
-// as a json.Decoder using numbers would, when it is a string, a number or
-// null (a number is its own text); anything else, no id JSON-RPC allows,
-// it refuses. A Decoder cost a call 4 KiB of buffers.
-func decodeID(raw json.RawMessage) (any, bool) {
-	if len(raw) == 0 {
-		return nil, false
-	}
-	switch c := raw[0]; {
-	case c == '"':
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return nil, false
-		}
-		return s, true
-	case c == '-' || c >= '0' && c <= '9':
-		if !json.Valid(raw) {
-			return nil, false
-		}
-		return json.Number(raw), true
-	case string(raw) == "null":
-		return nil, true
-	}
-	return nil, false
-}
-
-// canonicalID is the key by which the request with the raw id is known:
-// the id decoded as the SDK decodes it and encoded again, so that 1, 1.0
-// and 1e0 are one id.
-func canonicalID(raw json.RawMessage) string {
-	if plainID(raw) {
-		return string(raw)
-	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return string(raw)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// idKey is canonicalID of the id the SDK answers with.
-func idKey(id jsonrpc.ID) string {
-	switch v := id.Raw().(type) {
-	case int64:
-		if v >= 0 && v <= maxExactID {
-			return strconv.FormatInt(v, 10)
-		}
-	case string:
-		if b, _ := json.Marshal(v); plainID(b) {
-			return string(b)
-		}
-	}
-	b, _ := json.Marshal(id.Raw())
-	return canonicalID(b)
-}
-
-// plainID reports whether raw is its own canonicalID: a whole number of
-// at most 15 digits without leading zeros, which a float64 holds exactly
-// and encodes the same, or a string of printable ASCII that encoding/json
-// writes unescaped.
-func plainID(raw []byte) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	if raw[0] == '"' {
-		if len(raw) < 2 || raw[len(raw)-1] != '"' {
-			return false
-		}
-		for _, c := range raw[1 : len(raw)-1] {
-			if c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-				return false
-			}
-		}
-		return true
-	}
-	if len(raw) > 15 || raw[0] == '0' && len(raw) > 1 {
-		return false
-	}
-	for _, c := range raw {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *stdioConn) errorReply(id json.RawMessage, code int, msg string) {
+// reply writes the filter's own error answer to a line, with id (null if
+// none).
+func (w *frameWriter) reply(id json.RawMessage, code int64, msg string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
 	b, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: id, Error: struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{code, msg}})
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.out.Write(append(b, '\n'))
+		Error   jsonrpc.Error   `json:"error"`
+	}{"2.0", id, jsonrpc.Error{Code: code, Message: msg}})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out.Write(append(b, '\n'))
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // lockedBuffer collects a child's stderr while the test reads it.
@@ -337,4 +339,32 @@ func brief(frames []map[string]any) string {
 		return string(b[:600]) + "…"
 	}
 	return string(b)
+}
+
+// TestRefusalsCarryAJSONRPCCode: a request the SDK refuses with an error
+// of its own (tools/list before initialize, a second initialize) is
+// answered with a JSON-RPC error code, Invalid Request, never code 0.
+func TestRefusalsCarryAJSONRPCCode(t *testing.T) {
+	h := startHostile(t, newEnv(t))
+	code := func(id string) any {
+		t.Helper()
+		res, _ := h.await(id, 30*time.Second)
+		e, _ := res["error"].(map[string]any)
+		if e == nil {
+			t.Fatalf("answer %s: no error: %v", id, res)
+		}
+		return e["code"]
+	}
+	h.send(`{"jsonrpc":"2.0","id":"early","method":"tools/list"}`)
+	if got := code(`"early"`); got != float64(jsonrpc.CodeInvalidRequest) {
+		t.Errorf("tools/list before initialize: code %v, want %d", got, jsonrpc.CodeInvalidRequest)
+	}
+	h.send(initLine)
+	h.await("1", 30*time.Second)
+	h.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	h.send(strings.Replace(initLine, `"id":1`, `"id":"again"`, 1))
+	if got := code(`"again"`); got != float64(jsonrpc.CodeInvalidRequest) {
+		t.Errorf("a second initialize: code %v, want %d", got, jsonrpc.CodeInvalidRequest)
+	}
+	h.exit(10 * time.Second)
 }

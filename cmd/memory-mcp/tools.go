@@ -634,9 +634,8 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 		}
 	}
 	defaults := hasDefaults(schema)
-	fast := compileArgCheck(schema)
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := checkArguments(req.Params.Arguments, in, schema, fields, fast)
+		args, err := checkArguments(req.Params.Arguments, in, schema, fields)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -677,7 +676,7 @@ func runTool[In, Out any](ctx context.Context, name string, h mcp.ToolHandlerFor
 	if err != nil {
 		return nil, fmt.Errorf("marshal %s result: %w", name, err)
 	}
-	res.StructuredContent = compactJSON(b)
+	res.StructuredContent = json.RawMessage(b)
 	if res.Content == nil {
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
 	}
@@ -721,13 +720,25 @@ func exactNumbers(b []byte) bool {
 	return true
 }
 
+// stringEnd returns the index of the quote that closes the JSON string
+// opening at b[i], or len(b) if none does.
+func stringEnd(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(b)
+}
+
 // checkArguments validates a call's arguments against the tool's input
 // schema after applying its defaults, and returns them decoded. A failure
 // names the field and what it takes, never the value sent: the validator's
-// own messages quote values, and a value may be a secret. fast,
-// when not nil, is schema compiled (compileArgCheck): arguments that fit
-// it need neither defaults nor the validator.
-func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved, fast *argCheck) (map[string]any, error) {
+// own messages quote values, and a value may be a secret.
+func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (map[string]any, error) {
 	args := map[string]any{}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &args); err != nil {
@@ -738,9 +749,6 @@ func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *
 		if v == nil {
 			delete(args, k)
 		}
-	}
-	if fast != nil && fast.fits(args) {
-		return args, nil
 	}
 	if err := resolved.ApplyDefaults(&args); err != nil {
 		return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
@@ -766,7 +774,8 @@ func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[st
 	slices.Sort(known)
 	for _, k := range names {
 		if _, ok := schema.Properties[k]; !ok {
-			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take; it takes %s", strings.Join(known, ", "))
+			// The name is the caller's, and may be a secret (clipArg).
+			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", clipArg(k), strings.Join(known, ", "))
 		}
 	}
 	for _, k := range schema.Required {
