@@ -126,18 +126,29 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
+// dialTeam opens a session of the stateful revision most clients speak.
 func dialTeam(ctx context.Context, s *teamServer, token string) (*mcp.ClientSession, error) {
+	return dialTeamAt(ctx, s, token, "2025-11-25")
+}
+
+// dialTeamAt connects a client of that protocol revision.
+func dialTeamAt(ctx context.Context, s *teamServer, token, revision string) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-http", Version: "1"}, nil)
 	return client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   s.url + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{token}},
 		MaxRetries: -1,
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: revision})
 }
 
 func connectTeam(t *testing.T, s *teamServer, token string) *mcp.ClientSession {
 	t.Helper()
-	cs, err := dialTeam(context.Background(), s, token)
+	return connectTeamAt(t, s, token, "2025-11-25")
+}
+
+func connectTeamAt(t *testing.T, s *teamServer, token, revision string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := dialTeamAt(context.Background(), s, token, revision)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -180,14 +191,16 @@ func testTeam(t *testing.T, e env, servers ...*teamServer) {
 	on := func(i int) *teamServer { return servers[i%len(servers)] }
 
 	// Each identity has a session on every server; it writes through the
-	// one of them that is its own, taking the servers in turn.
+	// one of them that is its own, taking the servers in turn. The
+	// sessions take the stateful and the stateless revision in turn too.
 	names := []string{"ann", "annCI", "bob", "eve", "admin"}
 	toks := map[string]string{"ann": ann, "annCI": annCI, "bob": bob, "eve": eve, "admin": admin}
+	revisions := []string{"2025-11-25", "2026-07-28"}
 	every := map[string][]*mcp.ClientSession{}
 	who := map[string]*mcp.ClientSession{}
 	for i, name := range names {
 		for j := range servers {
-			every[name] = append(every[name], connectTeam(t, on(i+j), toks[name]))
+			every[name] = append(every[name], connectTeamAt(t, on(i+j), toks[name], revisions[(i+j)%2]))
 		}
 		who[name] = every[name][0]
 	}

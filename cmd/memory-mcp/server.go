@@ -50,6 +50,8 @@ func newServer(a *app, log *slog.Logger) *server {
 		Logger:             quieter(log),
 		SubscribeHandler:   srv.subscribe,
 		UnsubscribeHandler: srv.unsubscribe,
+		CompletionHandler:  srv.complete,
+		SetCacheable:       cacheHints,
 	})
 	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound)
 	srv.addTools(srv.mcp)
