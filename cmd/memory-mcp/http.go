@@ -40,10 +40,11 @@ type httpOptions struct {
 	root, tenant            string        // with a root, the one repository served, to the one tenant
 	rate                    float64       // requests per second per token
 	timeout                 time.Duration // to read a request's header, and then its body
+	allowed                 []string      // host names besides the listen address's and loopback
 }
 
 const serveUsage = `Usage: memory-mcp serve --http ADDR [--tls-cert FILE --tls-key FILE] [--rate N] [--timeout D]
-                        [--root DIR --tenant T]
+                        [--root DIR --tenant T] [--allowed-host NAME]...
 
 Serves MCP over Streamable HTTP at http://ADDR/mcp to callers bearing a token
 made with "memory-mcp token create"; GET /healthz answers 200 while the
@@ -58,7 +59,13 @@ tokens of any other tenant are refused.
 The store is the SQLite file, or PostgreSQL with PROMETHEUS_MEMORY_DB_URL (or
 --db) set to a postgres:// URL: then several replicas may serve one database,
 behind a load balancer that keeps each session (its Mcp-Session-Id) on one
-replica. /healthz answers 503 while the database does not.
+replica (clients of MCP 2026-07-28 keep no session: any replica serves
+them). /healthz answers 503 while the database does not.
+
+A request must name the server by a loopback name, its address, the host
+of --http, or an --allowed-host (or PROMETHEUS_MEMORY_ALLOWED_HOSTS, split
+at commas) in its Host header, and in its Origin header if it has one:
+behind a proxy, allow the name clients reach it by. Others get 403.
 `
 
 // serveFlags is serve's flag set, filling o; its usage goes to w.
@@ -73,6 +80,10 @@ func serveFlags(o *httpOptions, w io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long a client may take to send a request's header, and then its body")
 	fs.StringVar(&o.root, "root", "", "serve this repository's project memory, with its markdown mirror (needs --tenant)")
 	fs.StringVar(&o.tenant, "tenant", "", "accept only tokens of this tenant")
+	fs.Func("allowed-host", "a host name clients may reach the server by, as through a proxy (repeatable)", func(s string) error {
+		o.allowed = append(o.allowed, splitHosts(s)...)
+		return nil
+	})
 	return fs
 }
 
@@ -93,6 +104,7 @@ func serveCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if o.rate <= 0 || o.timeout <= 0 {
 		return errors.New("serve: --rate and --timeout must be positive")
 	}
+	o.allowed = append(o.allowed, splitHosts(getenv("PROMETHEUS_MEMORY_ALLOWED_HOSTS"))...)
 	if o.root != "" {
 		// One repository's memory shared by every tenant would let each
 		// see the others': a root is served to one team only.
@@ -124,6 +136,7 @@ type team struct {
 	base    *app
 	log     *slog.Logger
 	limiter *limiter
+	hosts   hosts
 	tenant  string         // "": every tenant's tokens
 	repo    memory.Project // with a root: the repository's project, mirrored
 
@@ -134,7 +147,8 @@ type team struct {
 }
 
 func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) error {
-	t := &team{base: a, log: log, limiter: newLimiter(o.rate, int(5*o.rate)), servers: map[string]*server{}, tenant: o.tenant}
+	t := &team{base: a, log: log, limiter: newLimiter(o.rate, int(5*o.rate)), servers: map[string]*server{}, tenant: o.tenant,
+		hosts: newHosts(o.addr, o.allowed...)}
 	if o.root == "" {
 		// The mirror belongs to one workspace; a team's callers have none.
 		if a.dir != nil {
@@ -153,14 +167,21 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	}
 	go a.weaver.Preload()
 
-	h := mcp.NewStreamableHTTPHandler(t.server, &mcp.StreamableHTTPOptions{
-		Logger:              quieter(log),
-		MaxRequestBodyBytes: maxBody,
-		SessionTimeout:      30 * time.Minute,
-		// The SDK refuses a loopback connection naming another host, against
-		// DNS rebinding of servers that trust whoever reaches them. Every
-		// request here must bear a token a web page cannot know, and a
-		// reverse proxy on this host forwards the public name.
+	// Clients of 2025-11-25 and before open a session with initialize,
+	// which lives in the replica that opened it. Those of 2026-07-28 keep
+	// none: each request stands alone, on whichever replica gets it.
+	// guard checks the Host and Origin of each request, with the allowed
+	// names of a proxy, in place of the SDK's loopback-only check.
+	stateful := mcp.NewStreamableHTTPHandler(t.server, &mcp.StreamableHTTPOptions{
+		Logger:                     quieter(log),
+		MaxRequestBodyBytes:        maxBody,
+		SessionTimeout:             30 * time.Minute,
+		DisableLocalhostProtection: true,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(t.server, &mcp.StreamableHTTPOptions{
+		Logger:                     quieter(log),
+		MaxRequestBodyBytes:        maxBody,
+		Stateless:                  true,
 		DisableLocalhostProtection: true,
 	})
 	verify := auth.RequireBearerToken(func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
@@ -173,7 +194,7 @@ func serveHTTP(ctx context.Context, a *app, log *slog.Logger, o httpOptions) err
 	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", t.guard(verify(h), o.timeout))
+	mux.Handle("/mcp", t.guard(verify(stateful), verify(stateless), o.timeout))
 	// /healthz asks no token, so its answer is kept for a second: a flood
 	// of checks costs the database one ping a second, not one each.
 	var health struct {
@@ -387,7 +408,7 @@ func (t *team) server(r *http.Request) *mcp.Server {
 // for each identity.
 func (srv *server) freshInstructions(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "initialize" {
+		if method == "initialize" || method == "server/discover" {
 			srv.refreshInstructions(ctx)
 		}
 		return next(ctx, method, req)
@@ -438,9 +459,11 @@ func unauthorized(w http.ResponseWriter, bore bool) {
 	http.Error(w, "unauthorized", http.StatusUnauthorized)
 }
 
-// guard authenticates, rate-limits, caps and times the body of, and logs
-// every request before it reaches the MCP handler.
-func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
+// guard checks the host and origin of, authenticates, rate-limits, caps and
+// times the body of, and logs every request before it reaches the MCP
+// handler: stateless for requests of 2026-07-28 and for discovery, which
+// needs no session, stateful for the others.
+func (t *team) guard(stateful, stateless http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -452,6 +475,10 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 		if r.Method != http.MethodGet {
 			t.inflight.Add(1)
 			defer t.inflight.Add(-1)
+		}
+		if why := t.hosts.check(r); why != "" {
+			http.Error(sw, why, http.StatusForbidden)
+			return
 		}
 		f := strings.Fields(r.Header.Get("Authorization"))
 		if len(f) != 2 || !strings.EqualFold(f[0], "Bearer") {
@@ -502,6 +529,10 @@ func (t *team) guard(next http.Handler, timeout time.Duration) http.Handler {
 				http.Error(sw, "too many open sessions for this token: close some, or wait for idle ones to end", http.StatusTooManyRequests)
 				return
 			}
+		}
+		next := stateful
+		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" || method == "server/discover" {
+			next = stateless
 		}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
 	})

@@ -52,6 +52,14 @@ func newServer(a *app, log *slog.Logger) *server {
 		UnsubscribeHandler: srv.unsubscribe,
 		CompletionHandler:  srv.complete,
 		SetCacheable:       cacheHints,
+		// The tools, prompts and resources are fixed when the server
+		// starts: their lists never change, so no client need listen.
+		Capabilities: &mcp.ServerCapabilities{
+			Logging:   &mcp.LoggingCapabilities{},
+			Tools:     &mcp.ToolCapabilities{},
+			Prompts:   &mcp.PromptCapabilities{},
+			Resources: &mcp.ResourceCapabilities{Subscribe: true},
+		},
 	})
 	srv.mcp.AddReceivingMiddleware(srv.recoverer, srv.instructions, srv.argumentErrors, quietNotFound)
 	srv.addTools(srv.mcp)
