@@ -34,7 +34,7 @@ func openAppWith(ctx context.Context, cfg Config, log *slog.Logger, opts *memory
 		return nil, err
 	}
 	dir.SetLogger(log)
-	st, err := memory.Open(ctx, cfg.DB(), opts)
+	st, err := openStore(ctx, cfg.DB(), opts)
 	if err != nil {
 		return nil, cfg.dbError(err)
 	}

@@ -65,7 +65,7 @@ func fixture(b *testing.B, n, files int) *benchFixture {
 	f := &benchFixture{root: root, db: filepath.Join(dir, "memory.db")}
 	start := time.Now()
 	ctx := context.Background()
-	st, err := memory.Open(ctx, f.db, nil)
+	st, err := openStore(ctx, f.db, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
 )
@@ -148,7 +149,7 @@ type buildInfo struct {
 }
 
 func readBuildInfo() buildInfo {
-	b := buildInfo{Version: "(unknown)", Go: runtime.Version(), Schema: memory.SchemaVersion()}
+	b := buildInfo{Version: "(unknown)", Go: runtime.Version(), Schema: sqlite.SchemaVersion()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b
@@ -288,12 +289,12 @@ func (d *doctor) database(ctx context.Context, cfg Config) {
 		d.problem(area, fmt.Sprintf("%s is not readable and writable by you (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
 		return
 	}
-	chk, err := memory.CheckFile(ctx, cfg.DBPath)
+	chk, err := sqlite.CheckFile(ctx, cfg.DBPath)
 	if err != nil {
 		d.problem(area, err.Error(), "restore a backup with \"memory-mcp restore FILE\"; or move the file aside and a new, empty database is made on next use")
 		return
 	}
-	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, memory.SchemaVersion(), chk.Records, size(fi.Size()))
+	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, sqlite.SchemaVersion(), chk.Records, size(fi.Size()))
 }
 
 // openDir reports the database's directory when others may look into it.
@@ -605,7 +606,7 @@ func (d *doctor) postgres(ctx context.Context, cfg Config) {
 	const area = "database"
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	st, err := memory.Open(ctx, cfg.DB(), nil)
+	st, err := openStore(ctx, cfg.DB(), nil)
 	if err != nil {
 		d.problem(area, cfg.dbError(err).Error(), "start the server or open the network path to "+dbAddr(cfg.DBURL)+"; check the user, password and database in PROMETHEUS_MEMORY_DB_URL (or --db)")
 		return

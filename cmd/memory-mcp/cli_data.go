@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -449,7 +450,7 @@ func runBackup(c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		chk, err := memory.CheckFile(c.ctx, pos[0])
+		chk, err := sqlite.CheckFile(c.ctx, pos[0])
 		if err != nil {
 			return fmt.Errorf("the backup does not check out: %w", err)
 		}
@@ -501,14 +502,14 @@ func runRestore(c *cli, args []string) error {
 		}
 		keep = fmt.Sprintf("%s.before-restore-%s-%d", cfg.DBPath, time.Now().UTC().Format("20060102T150405Z"), i)
 	}
-	chk, err := memory.CheckFile(c.ctx, src)
+	chk, err := sqlite.CheckFile(c.ctx, src)
 	if err != nil {
 		return fmt.Errorf("restore refused, nothing changed: %s", backupProblem(src, err))
 	}
-	st, openErr := memory.Open(c.ctx, cfg.DBPath, nil)
+	st, openErr := openStore(c.ctx, cfg.DBPath, nil)
 	if openErr == nil {
 		bar := c.progress("restoring", 0, "pages")
-		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) { bar.set(int64(done), int64(total)) })
+		err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) { bar.set(int64(done), int64(total)) })
 		bar.finish()
 		st.Close()
 		if err != nil {
@@ -520,7 +521,7 @@ func runRestore(c *cli, args []string) error {
 		if err := replaceFile(cfg.DBPath, src, keep); err != nil {
 			return fmt.Errorf("restore: the current database does not open (%v), and replacing it failed: %w", openErr, err)
 		}
-		st, err := memory.Open(c.ctx, cfg.DBPath, nil)
+		st, err := openStore(c.ctx, cfg.DBPath, nil)
 		if err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}

@@ -31,7 +31,7 @@ func TestSyncNeverForgetsAFileBeingWritten(t *testing.T) {
 	p := scope.IdentityOf(root)
 	dbPath := e.db
 	open := func() (*memory.Store, *mirror.Dir) {
-		st, err := memory.Open(ctx, dbPath, nil)
+		st, err := openStore(ctx, dbPath, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,14 @@
-package memory
+// Package postgres is the team store: one PostgreSQL database shared by
+// the replicas of a team server. It connects through
+// github.com/jackc/pgx/v5, runs the migrations embedded here under an
+// advisory lock, makes writers take turns with a second one, and replaces
+// lost connections. It implements memory.Backend with the standard
+// library's types, so it does not import memory; memory.New takes what
+// Open returns.
+//
+// It imports the standard library and pgx, which no other package imports
+// (but tests).
+package postgres
 
 import (
 	"bytes"
@@ -23,32 +33,13 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-//go:embed migrations/postgres/*.sql
+//go:embed migrations/*.sql
 var pgMigrations embed.FS
 
-// ErrUnsupported is returned for what only the SQLite store can do (copy
-// or check its file, checkpoint its log); the error wrapping it says what
-// to use instead.
-var ErrUnsupported = errors.New("not supported on PostgreSQL")
-
-// IsURL reports whether target names a PostgreSQL database (a postgres://
-// or postgresql:// URL) rather than a SQLite file.
-func IsURL(target string) bool {
-	t := strings.ToLower(target)
-	return strings.HasPrefix(t, "postgres://") || strings.HasPrefix(t, "postgresql://")
-}
-
-// Backend returns "sqlite" or "postgres".
-func (s *Store) Backend() string {
-	if s.pg {
-		return "postgres"
-	}
-	return "sqlite"
-}
-
-// unsupported is ErrUnsupported for what, with what to use instead.
+// unsupported is errors.ErrUnsupported for what, with what to use
+// instead.
 func unsupported(what, instead string) error {
-	return fmt.Errorf("%s: %w; %s", what, ErrUnsupported, instead)
+	return fmt.Errorf("%s: %w on PostgreSQL; %s", what, errors.ErrUnsupported, instead)
 }
 
 // redact returns a URL without its password, for messages.
@@ -134,8 +125,16 @@ const (
 // pgIdleInTx is how long the server lets a store's transaction sit idle.
 const pgIdleInTx = "1min"
 
-// openPostgres opens the database at target and migrates it.
-func openPostgres(ctx context.Context, target string, now func() time.Time) (*Store, error) {
+// DB is an open PostgreSQL database.
+type DB struct {
+	db   *sql.DB
+	path string // the URL without its password
+}
+
+// Open opens the database at target, a postgres:// or postgresql:// URL,
+// and migrates it under an advisory lock, so replicas may start together.
+// An error never shows the URL's password.
+func Open(ctx context.Context, target string) (*DB, error) {
 	name := redact(target)
 	// A scheme is case-insensitive; pgx takes it in lower case only, and
 	// would read POSTGRES://… as a list of key=value settings.
@@ -160,8 +159,8 @@ func openPostgres(ctx context.Context, target string, now func() time.Time) (*St
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, path: name, now: now, pg: true, writing: make(chan struct{}, 1)}
-	if err := s.migratePostgres(ctx); err != nil {
+	s := &DB{db: db, path: name}
+	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "42501" {
@@ -179,7 +178,7 @@ func openPostgres(ctx context.Context, target string, now func() time.Time) (*St
 
 // pgSchemaVersion is the number of PostgreSQL migrations this build knows.
 func pgMigrationNames() ([]string, error) {
-	names, err := fs.Glob(pgMigrations, "migrations/postgres/*.sql")
+	names, err := fs.Glob(pgMigrations, "migrations/*.sql")
 	sort.Strings(names)
 	return names, err
 }
@@ -189,7 +188,7 @@ func pgMigrationNames() ([]string, error) {
 // together migrate once: the others wait, then find nothing to do. The
 // versions applied are rows of memory_migrations (a name of its own, so
 // as not to meet another tool's schema_migrations in a shared database).
-func (s *Store) migratePostgres(ctx context.Context) error {
+func (s *DB) migrate(ctx context.Context) error {
 	names, err := pgMigrationNames()
 	if err != nil {
 		return err
@@ -228,7 +227,7 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 				tx.Rollback(ctx)
 				return fmt.Errorf("migration postgres/%s: %w", names[v][strings.LastIndexByte(names[v], '/')+1:], err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO memory_migrations (version, applied_at) VALUES ($1, $2)`, v+1, s.now().UnixNano()); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO memory_migrations (version, applied_at) VALUES ($1, $2)`, v+1, time.Now().UnixNano()); err != nil {
 				tx.Rollback(ctx)
 				return fmt.Errorf("migrate: %w", err)
 			}
@@ -753,7 +752,7 @@ func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error {
 	// encoding error. The store refuses such input before it gets here;
 	// this is for what slips past.
 	if v, ok := nv.Value.(string); ok && !pgText(v) {
-		return Errorf(CodeInvalidArgument, "", "a value holds a NUL byte or invalid UTF-8, which PostgreSQL cannot store")
+		return errors.New("a value holds a NUL byte or invalid UTF-8, which PostgreSQL cannot store")
 	}
 	// bool goes in as 0 or 1: the schema keeps SQLite's integer flags.
 	if b, ok := nv.Value.(bool); ok {
@@ -816,20 +815,77 @@ func (s *pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (dr
 	return s.c.query(ctx, s.q, args)
 }
 
-// purgeTime is the time before which expired records are deleted: this
-// process's clock, and on PostgreSQL no later than the database server's.
+// Clock returns now, or the database server's clock when that is earlier.
 // Replicas share the database but not a clock; one whose clock runs ahead
 // would otherwise delete, for every replica, records that have not
 // expired yet. (A slow clock only purges late; reads hide what expired by
 // each replica's own clock either way.)
-func (s *Store) purgeTime(ctx context.Context) (int64, error) {
-	now := s.now().UnixNano()
-	if !s.pg {
-		return now, nil
-	}
+func (s *DB) Clock(ctx context.Context, now int64) (int64, error) {
 	var server int64
 	if err := s.db.QueryRowContext(ctx, `SELECT CAST(extract(epoch FROM clock_timestamp()) * 1000000 AS BIGINT) * 1000`).Scan(&server); err != nil {
 		return 0, err
 	}
 	return min(now, server), nil
 }
+
+// Name returns "postgres".
+func (s *DB) Name() string { return "postgres" }
+
+// Path returns the URL without its password.
+func (s *DB) Path() string { return s.path }
+
+// DB returns the pool.
+func (s *DB) DB() *sql.DB { return s.db }
+
+// Close closes the pool.
+func (s *DB) Close() error { return s.db.Close() }
+
+// BeginWrite begins a write transaction, which takes the write lock.
+func (s *DB) BeginWrite(ctx context.Context) (*sql.Tx, func() error, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tx, tx.Commit, nil
+}
+
+// Retryable reports whether a write transaction that failed with err may
+// run again (see pgRetryable).
+func (s *DB) Retryable(err error) bool { return pgRetryable(err) }
+
+// Uncertain reports whether err is a commit whose outcome is unknown.
+func (s *DB) Uncertain(err error) bool { return uncertain(err) }
+
+// Schema returns the number of migrations applied.
+func (s *DB) Schema(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM memory_migrations`).Scan(&v)
+	return v, err
+}
+
+// Size returns the bytes the database takes on the server.
+func (s *DB) Size(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
+	return n, err
+}
+
+// Backup is refused: the server has its own tools.
+func (s *DB) Backup(_ context.Context, dst string) error {
+	return unsupported("backup to "+dst, "back up a PostgreSQL database with pg_dump or the server's own backups")
+}
+
+// Restore is refused: the server has its own tools.
+func (s *DB) Restore(_ context.Context, src string, _ func(done, total int)) error {
+	return unsupported("restore "+src, "restore a PostgreSQL database with pg_restore or the server's own recovery")
+}
+
+// advised is a failure to open the database with what the user can do
+// about it.
+type advised struct {
+	err    error
+	advice string
+}
+
+func (a *advised) Error() string { return a.err.Error() + ": " + a.advice }
+func (a *advised) Unwrap() error { return a.err }
