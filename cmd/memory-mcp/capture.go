@@ -11,122 +11,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
 )
-
-type captureIn struct {
-	SessionID     string            `json:"session_id"`
-	Plan          string            `json:"plan,omitempty"`
-	Outcome       string            `json:"outcome,omitempty"`
-	Statements    []string          `json:"statements,omitempty"`
-	ToolSequences []memory.Sequence `json:"tool_sequences,omitempty"`
-}
-
-type factRow struct {
-	Key        string  `json:"key"`
-	Confidence float64 `json:"confidence"`
-}
-
-type procRow struct {
-	Key      string `json:"key"`
-	UseCount int64  `json:"use_count"`
-}
-
-type captureOut struct {
-	Episode       recordView       `json:"episode"`
-	Replaced      bool             `json:"replaced"`
-	FactsPromoted []factRow        `json:"facts_promoted"`
-	FactsPending  []memory.Pending `json:"facts_pending"`
-	Procedures    []procRow        `json:"procedures"`
-	Refused       []memory.Refusal `json:"refused"`
-}
-
-func (srv *server) addCaptureTool(s toolAdder) {
-	addTool(s, &mcp.Tool{
-		Name:  "memory_capture",
-		Title: "Learn from a finished session",
-		Description: `Call once at the end of a session to turn it into memory. plan and outcome become the session's episodic record (capturing the same session again replaces it). Each statement — a rule or preference the user stated, like "always run make lint before committing" — counts as one confirmation; once confirmed in 2 sessions it becomes a project fact, and further confirmations raise its confidence. Each successful tool sequence becomes a procedure; repeating one raises its use count. Items holding secrets are refused one by one; the rest is kept.
-Example: {"session_id":"2026-05-01-fix-login","plan":"Fix the login redirect","outcome":"Fixed; added a test","statements":["Always run make lint before committing"],"tool_sequences":[{"name":"run tests","steps":["make build","make test"],"succeeded":true}]}`,
-		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[captureIn](func(p map[string]*jsonschema.Schema) {
-			p["session_id"].Description = "the session's id; capturing it again replaces the earlier capture"
-			p["plan"].Description = "what the session set out to do"
-			p["outcome"].Description = "what came of it"
-			p["statements"].Description = "durable rules or preferences stated in the session, one sentence each"
-			p["tool_sequences"].Description = "tool calls run in order; steps are commands or tool names; only successful ones are learned"
-		}),
-	}, wrap(srv.capture))
-}
-
-func (srv *server) capture(ctx context.Context, in captureIn) (string, captureOut, error) {
-	if _, err := srv.sync(ctx); err != nil {
-		return "", captureOut{}, err
-	}
-	res, err := srv.app.capture(ctx, in)
-	if err != nil {
-		return "", captureOut{}, err
-	}
-	recs := append([]memory.Record{res.Episode}, res.Promoted...)
-	srv.changed(ctx, append(recs, res.Procedures...)...)
-	out := captureView(res)
-	return captureText(out), out, nil
-}
-
-func (a *app) capture(ctx context.Context, in captureIn) (memory.CaptureResult, error) {
-	return a.store.Capture(ctx, a.proj, memory.Capture{
-		SessionID: in.SessionID, Plan: in.Plan, Outcome: in.Outcome, Statements: in.Statements, Sequences: in.ToolSequences,
-	}, a.cfg.Confirmations)
-}
-
-func captureView(res memory.CaptureResult) captureOut {
-	out := captureOut{Episode: view(res.Episode), Replaced: res.Replaced, FactsPromoted: []factRow{},
-		FactsPending: res.Pending, Procedures: []procRow{}, Refused: res.Refused}
-	out.Episode.Body = ""
-	if out.FactsPending == nil {
-		out.FactsPending = []memory.Pending{}
-	}
-	if out.Refused == nil {
-		out.Refused = []memory.Refusal{}
-	}
-	for _, r := range res.Promoted {
-		out.FactsPromoted = append(out.FactsPromoted, factRow{Key: r.Key, Confidence: r.Confidence})
-	}
-	for _, r := range res.Procedures {
-		out.Procedures = append(out.Procedures, procRow{Key: r.Key, UseCount: r.UseCount})
-	}
-	return out
-}
-
-func captureText(out captureOut) string {
-	var b strings.Builder
-	verb := "Captured"
-	if out.Replaced {
-		verb = "Re-captured"
-	}
-	fmt.Fprintf(&b, "%s session %q as episodic %q.\n", verb, out.Episode.SessionID, out.Episode.Key)
-	for _, f := range out.FactsPromoted {
-		fmt.Fprintf(&b, "- fact %s (confidence %.2f)\n", f.Key, f.Confidence)
-	}
-	for _, p := range out.FactsPending {
-		fmt.Fprintf(&b, "- pending: %q (%d of %d sessions)\n", p.Statement, p.Confirmations, p.Needed)
-	}
-	for _, p := range out.Procedures {
-		fmt.Fprintf(&b, "- procedure %s (used %s)\n", p.Key, plural(int(p.UseCount), "time", "times"))
-	}
-	for _, r := range out.Refused {
-		fmt.Fprintf(&b, "- refused %s: %s\n", r.Item, r.Reason)
-	}
-	return b.String()
-}
 
 // hookPayload is what Claude Code sends a SessionEnd hook on stdin.
 type hookPayload struct {
@@ -158,7 +51,7 @@ func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader
 	if err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
-	if in.empty() {
+	if emptyCapture(in) {
 		if asJSON {
 			return printJSON(stdout, map[string]any{"captured": false, "reason": "the session holds no conversation"})
 		}
@@ -184,17 +77,17 @@ func captureCLI(ctx context.Context, getenv func(string) string, stdin io.Reader
 		}
 	}
 	return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
-		if _, err := a.sync(ctx); err != nil {
+		if _, err := a.Sync(ctx); err != nil {
 			return err
 		}
-		res, err := a.capture(ctx, in)
+		res, err := a.Capture(ctx, in.Capture())
 		if err != nil {
 			return fmt.Errorf("capture: %w", err)
 		}
 		if asJSON {
-			return printJSON(stdout, captureView(res))
+			return printJSON(stdout, server.CaptureView(res))
 		}
-		_, err = io.WriteString(stdout, captureText(captureView(res)))
+		_, err = io.WriteString(stdout, server.CaptureText(server.CaptureView(res)))
 		return err
 	})
 }
@@ -229,29 +122,30 @@ func sessionRoot(dir, explicit string) (string, error) {
 	return root, nil
 }
 
-func (in captureIn) empty() bool {
+// emptyCapture reports whether in holds nothing to record.
+func emptyCapture(in server.CaptureIn) bool {
 	return strings.TrimSpace(in.Plan) == "" && strings.TrimSpace(in.Outcome) == "" && len(in.Statements) == 0 && len(in.ToolSequences) == 0
 }
 
 // parseCapturePayload reads stdin: the tool's own JSON, or a hook payload
 // whose transcript it distils. dir is the directory the session ran in,
 // when the payload says.
-func parseCapturePayload(data []byte) (in captureIn, dir string, err error) {
+func parseCapturePayload(data []byte) (in server.CaptureIn, dir string, err error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
-		return captureIn{}, "", errors.New("stdin is empty: want memory_capture JSON or a Claude Code SessionEnd hook payload")
+		return server.CaptureIn{}, "", errors.New("stdin is empty: want memory_capture JSON or a Claude Code SessionEnd hook payload")
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return captureIn{}, "", fmt.Errorf("stdin is not a JSON object: %v", err)
+		return server.CaptureIn{}, "", fmt.Errorf("stdin is not a JSON object: %v", err)
 	}
 	if _, ok := probe["transcript_path"]; ok {
 		var hp hookPayload
 		if err := json.Unmarshal(data, &hp); err != nil {
-			return captureIn{}, "", fmt.Errorf("hook payload: %v", err)
+			return server.CaptureIn{}, "", fmt.Errorf("hook payload: %v", err)
 		}
 		if hp.SessionID == "" {
-			return captureIn{}, "", errors.New("hook payload has no session_id")
+			return server.CaptureIn{}, "", errors.New("hook payload has no session_id")
 		}
 		in, err := fromTranscript(hp)
 		return in, hp.CWD, err
@@ -259,7 +153,7 @@ func parseCapturePayload(data []byte) (in captureIn, dir string, err error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return captureIn{}, "", fmt.Errorf("capture payload: %v", err)
+		return server.CaptureIn{}, "", fmt.Errorf("capture payload: %v", err)
 	}
 	return in, "", nil
 }
@@ -314,13 +208,13 @@ type step struct {
 // the session's episode but not learned. A subagent's lines, the summary of
 // a compacted conversation and system wrappers are not the user's and are
 // skipped.
-func fromTranscript(hp hookPayload) (captureIn, error) {
+func fromTranscript(hp hookPayload) (server.CaptureIn, error) {
 	f, err := os.Open(hp.TranscriptPath)
 	if err != nil {
-		return captureIn{}, fmt.Errorf("transcript: %w", err)
+		return server.CaptureIn{}, fmt.Errorf("transcript: %w", err)
 	}
 	defer f.Close()
-	in := captureIn{SessionID: hp.SessionID}
+	in := server.CaptureIn{SessionID: hp.SessionID}
 	var answers []string
 	var cur *turn
 	flush := func() {
@@ -344,7 +238,7 @@ func fromTranscript(hp hookPayload) (captureIn, error) {
 		}
 		var tl transcriptLine
 		if err := json.Unmarshal(line, &tl); err != nil {
-			return captureIn{}, fmt.Errorf("transcript %s line %d is not JSON (%v); nothing was recorded", hp.TranscriptPath, n, err)
+			return server.CaptureIn{}, fmt.Errorf("transcript %s line %d is not JSON (%v); nothing was recorded", hp.TranscriptPath, n, err)
 		}
 		if tl.Message == nil || tl.IsMeta || tl.IsSidechain || tl.IsCompactSummary || tl.IsVisibleInTranscriptOnly {
 			continue
@@ -401,7 +295,7 @@ func fromTranscript(hp hookPayload) (captureIn, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return captureIn{}, fmt.Errorf("transcript %s: %w; nothing was recorded", hp.TranscriptPath, err)
+		return server.CaptureIn{}, fmt.Errorf("transcript %s: %w; nothing was recorded", hp.TranscriptPath, err)
 	}
 	flush()
 	in.Outcome = clipScanned(outcomeOf(answers), outcomeBytes)

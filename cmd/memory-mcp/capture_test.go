@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"sort"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ func TestFromTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := captureIn{
+	want := server.CaptureIn{
 		SessionID: "s1",
 		Plan:      "Add cursor pagination to the /orders endpoint. Always run go vet before you finish. We use table-driven tests for handlers.",
 		Outcome:   "Cursor pagination is in place on /orders (limit and cursor parameters); tests and go vet pass. The docker image could not be built here: no Docker daemon is running.",

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -28,7 +29,7 @@ func runStats(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		st, err := a.store.Stats(c.ctx)
+		st, err := a.Store.Stats(c.ctx)
 		if err != nil {
 			return err
 		}
@@ -40,7 +41,7 @@ func runStats(c *cli, args []string) error {
 		}
 		w := c.stdout
 		fmt.Fprintf(w, "database  %s (%s, schema %d)\n", st.Path, size(st.Bytes), st.Schema)
-		fmt.Fprintf(w, "records   %d in %s and the shared scopes\n", st.Records, plural(int(st.Projects), "project", "projects"))
+		fmt.Fprintf(w, "records   %d in %s and the shared scopes\n", st.Records, server.Plural(int(st.Projects), "project", "projects"))
 		if st.Oldest != nil {
 			fmt.Fprintf(w, "oldest    %s\nnewest    %s\n", st.Oldest.Format(time.RFC3339), st.Newest.Format(time.RFC3339))
 		}
@@ -63,7 +64,7 @@ func runProjects(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		ps, err := a.store.Projects(c.ctx)
+		ps, err := a.Store.Projects(c.ctx)
 		if err != nil {
 			return err
 		}
@@ -120,7 +121,7 @@ func runProjectsMove(c *cli, args []string) error {
 		return fmt.Errorf("projects move: %w", err)
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		n, err := a.store.MoveProject(c.ctx, scope.IdentityOf(old), scope.IdentityOf(to), to)
+		n, err := a.Store.MoveProject(c.ctx, scope.IdentityOf(old), scope.IdentityOf(to), to)
 		if err != nil {
 			return fmt.Errorf("projects move: %w", err)
 		}
@@ -253,7 +254,7 @@ func runDoctor(c *cli, args []string) error {
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("doctor: %s found", plural(bad, "problem", "problems"))
+		return fmt.Errorf("doctor: %s found", server.Plural(bad, "problem", "problems"))
 	}
 	return nil
 }
@@ -404,7 +405,7 @@ func (d *doctor) mirror(cfg Config) {
 		}
 	}
 	if bad == 0 {
-		d.ok(area, "%s: every file accepted (%s)", dir.Path(), plural(files, "file", "files"))
+		d.ok(area, "%s: every file accepted (%s)", dir.Path(), server.Plural(files, "file", "files"))
 	}
 }
 

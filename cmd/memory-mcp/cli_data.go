@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"regexp"
 	"slices"
 	"sort"
@@ -78,7 +79,7 @@ func runExport(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		if _, err := a.sync(c.ctx); err != nil {
+		if _, err := a.Sync(c.ctx); err != nil {
 			return err
 		}
 		w := c.stdout
@@ -109,7 +110,7 @@ func runExport(c *cli, args []string) error {
 			bar = newProgress(io.Discard, "", 0, "")
 		}
 		n := 0
-		err := a.store.Export(c.ctx, a.cfg.Project, *all, func(project string, r memory.Record) error {
+		err := a.Store.Export(c.ctx, a.cfg.Project, *all, func(project string, r memory.Record) error {
 			n++
 			bar.add(1)
 			return enc.Encode(exported(project, r))
@@ -279,7 +280,7 @@ func runImport(c *cli, args []string) error {
 		return err
 	}
 	if *format != "memory-mcp" && *format != "server-memory" {
-		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", clipArg(*format))
+		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", server.ClipArg(*format))
 	}
 	if *keep && *format != "memory-mcp" {
 		return fmt.Errorf("import: --keep-projects is for memory-mcp exports; a server-memory graph has no projects")
@@ -304,7 +305,7 @@ func runImport(c *cli, args []string) error {
 	res := importResult{File: pos[0], Format: *format, DryRun: *dry, Refused: []refusal{}}
 	others := map[scope.Identity]bool{}
 	err = c.app(func(a *app, log *slog.Logger) error {
-		rep, err := a.sync(c.ctx)
+		rep, err := a.Sync(c.ctx)
 		if err != nil {
 			return err
 		}
@@ -352,7 +353,7 @@ func runImport(c *cli, args []string) error {
 				// A line written by hand takes the default, as a tool write does.
 				rec.Confidence = 0.5
 			}
-			into := a.proj
+			into := a.Proj
 			moved := false
 			if *keep {
 				id, ok := importIdentity(a.cfg.Project, l.Project, l.Scope)
@@ -374,11 +375,11 @@ func runImport(c *cli, args []string) error {
 			}
 			refused := len(res.Refused)
 			if *dry {
-				res.dryRun(c.ctx, a.store, into.ID, n, memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
+				res.dryRun(c.ctx, a.Store, into.ID, n, memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
 					Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source, Metadata: rec.Metadata})
 			} else {
 				start := time.Now()
-				got, created, err := a.store.Restore(c.ctx, into, rec)
+				got, created, err := a.Store.Restore(c.ctx, into, rec)
 				res.count(n, got, created, start, err)
 				if err == nil && !created && into.ID == a.cfg.Project && got.Scope == scope.Project && fromFiles[got.Key] {
 					res.FromFiles++
@@ -413,11 +414,11 @@ func runImport(c *cli, args []string) error {
 		}
 		if res.FromFiles > 0 {
 			fmt.Fprintf(c.stdout, "%s already here: the project's markdown files (%s) were read in first\n",
-				plural(res.FromFiles, "record was", "records were"), relMemories)
+				server.Plural(res.FromFiles, "record was", "records were"), relMemories)
 		}
 		if res.Moved > 0 {
 			fmt.Fprintf(c.stderr, "note: %s exported from other projects went into this one; import --keep-projects keeps such records in their own\n",
-				plural(res.Moved, "project record", "project records"))
+				server.Plural(res.Moved, "project record", "project records"))
 		}
 	}
 	if len(res.Refused) > 0 {
@@ -444,7 +445,7 @@ func runBackup(c *cli, args []string) error {
 			}
 		}
 		bar := c.progress("backing up", total, "bytes")
-		err := bar.watchFile(pos[0], func() error { return a.store.Backup(c.ctx, pos[0]) })
+		err := bar.watchFile(pos[0], func() error { return a.Store.Backup(c.ctx, pos[0]) })
 		bar.finish()
 		if err != nil {
 			return err
@@ -530,15 +531,15 @@ func runRestore(c *cli, args []string) error {
 	// files back, rather than being deleted by the next sync for lack of
 	// them; files on disk stay canonical.
 	err = c.app(func(a *app, log *slog.Logger) error {
-		dir := a.dir.Path()
-		if _, err := a.store.ReleaseMissingFiles(c.ctx, a.cfg.Project, func(stem string) bool {
+		dir := a.Dir.Path()
+		if _, err := a.Store.ReleaseMissingFiles(c.ctx, a.cfg.Project, func(stem string) bool {
 			_, err := os.Lstat(filepath.Join(dir, stem+".md"))
 			return os.IsNotExist(err)
 		}); err != nil {
 			return err
 		}
-		rep, err := a.sync(c.ctx)
-		printProblems(c.stderr, problems(rep))
+		rep, err := a.Sync(c.ctx)
+		printProblems(c.stderr, server.Problems(rep))
 		return err
 	})
 	if err != nil {

@@ -123,11 +123,11 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress, res *importResult)
 		}
 		w := entityWrite(e)
 		if res.DryRun {
-			res.dryRun(c.ctx, a.store, a.proj.ID, e.line, w)
+			res.dryRun(c.ctx, a.Store, a.Proj.ID, e.line, w)
 			continue
 		}
 		start := time.Now()
-		got, created, err := a.store.Put(c.ctx, a.proj, w)
+		got, created, err := a.Store.Put(c.ctx, a.Proj, w)
 		res.count(e.line, got, created, start, err)
 	}
 	return nil

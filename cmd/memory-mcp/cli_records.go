@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"strings"
 )
 
@@ -29,7 +30,7 @@ var examples = map[string]string{
 	"version":  "  memory-mcp version\n",
 }
 
-func printProblems(w io.Writer, ps []problem) {
+func printProblems(w io.Writer, ps []server.Problem) {
 	for _, p := range ps {
 		fmt.Fprintf(w, "memory-mcp: %s not accepted: %s\n", p.Path, p.Reason)
 	}
@@ -48,16 +49,16 @@ func runList(c *cli, args []string) error {
 		return fmt.Errorf("list: --limit must not be negative")
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		srv := newServer(a, log)
-		var rows []listRow
-		var ps []problem
+		srv := server.New(a.App, log)
+		var rows []server.ListRow
+		var ps []server.Problem
 		cursor := ""
 		for {
 			page := 500
 			if *limit > 0 {
 				page = min(page, *limit-len(rows))
 			}
-			_, out, err := srv.list(c.ctx, listIn{Type: *typ, Scope: *sc, Tag: *tag, Limit: page, Cursor: cursor})
+			_, out, err := srv.List(c.ctx, server.ListIn{Type: *typ, Scope: *sc, Tag: *tag, Limit: page, Cursor: cursor})
 			if err != nil {
 				return err
 			}
@@ -110,8 +111,8 @@ func runSearch(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		srv := newServer(a, log)
-		_, out, err := srv.search(c.ctx, searchIn{Query: strings.Join(pos, " "), Type: *typ, Scope: *sc, Limit: *limit, Mode: *mode})
+		srv := server.New(a.App, log)
+		_, out, err := srv.Search(c.ctx, server.SearchIn{Query: strings.Join(pos, " "), Type: *typ, Scope: *sc, Limit: *limit, Mode: *mode})
 		if err != nil {
 			return err
 		}
@@ -146,8 +147,8 @@ func selectFlags(f *flags) (typ, sc, id *string) {
 		f.String("id", "", "the record's id, instead of a key")
 }
 
-func selection(name string, pos []string, typ, sc, id string) (selectIn, error) {
-	in := selectIn{ID: id, Type: typ, Scope: sc}
+func selection(name string, pos []string, typ, sc, id string) (server.SelectIn, error) {
+	in := server.SelectIn{ID: id, Type: typ, Scope: sc}
 	if len(pos) == 1 {
 		in.Key = pos[0]
 	}
@@ -172,8 +173,8 @@ func runShow(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		srv := newServer(a, log)
-		text, out, err := srv.read(c.ctx, readIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
+		srv := server.New(a.App, log)
+		text, out, err := srv.Read(c.ctx, server.ReadIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
 		if err != nil {
 			return err
 		}
@@ -201,8 +202,8 @@ func runRm(c *cli, args []string) error {
 		return err
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		srv := newServer(a, log)
-		_, out, err := srv.delete(c.ctx, in)
+		srv := server.New(a.App, log)
+		_, out, err := srv.Delete(c.ctx, in)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"regexp"
 	"strings"
 )
@@ -109,7 +110,7 @@ func runSetup(c *cli, args []string) error {
 	ag, ok := agentNamed(pos[0])
 	if !ok {
 		f.usage(c.stderr)
-		return fmt.Errorf("setup: unknown agent %q (want claude-code, cursor, vscode or codex)", clipArg(pos[0]))
+		return fmt.Errorf("setup: unknown agent %q (want claude-code, cursor, vscode or codex)", server.ClipArg(pos[0]))
 	}
 	cfg, err := loadConfig(c.getenv)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -97,7 +97,7 @@ var fieldDocs = map[string]string{
 	"metadata":    "string to string map",
 }
 
-type writeIn struct {
+type WriteIn struct {
 	Type        string            `json:"type"`
 	Key         string            `json:"key"`
 	Body        string            `json:"body"`
@@ -110,10 +110,10 @@ type writeIn struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 
-type writeOut struct {
-	Record   recordView `json:"record"`
+type WriteOut struct {
+	Record   RecordView `json:"record"`
 	Created  bool       `json:"created"`
-	Problems []problem  `json:"problems,omitempty"`
+	Problems []Problem  `json:"problems,omitempty"`
 }
 
 type updateIn struct {
@@ -130,23 +130,23 @@ type updateIn struct {
 }
 
 type recordOut struct {
-	Record   recordView `json:"record"`
-	Problems []problem  `json:"problems,omitempty"`
+	Record   RecordView `json:"record"`
+	Problems []Problem  `json:"problems,omitempty"`
 }
 
-type selectIn struct {
+type SelectIn struct {
 	Key   string `json:"key,omitempty"`
 	ID    string `json:"id,omitempty"`
 	Type  string `json:"type,omitempty"`
 	Scope string `json:"scope,omitempty"`
 }
 
-type deleteOut struct {
-	Deleted  recordView `json:"deleted"`
-	Problems []problem  `json:"problems,omitempty"`
+type DeleteOut struct {
+	Deleted  RecordView `json:"deleted"`
+	Problems []Problem  `json:"problems,omitempty"`
 }
 
-type readIn struct {
+type ReadIn struct {
 	Key       string   `json:"key,omitempty"`
 	ID        string   `json:"id,omitempty"`
 	Type      string   `json:"type,omitempty"`
@@ -156,16 +156,16 @@ type readIn struct {
 	MaxTokens int      `json:"max_tokens,omitempty"`
 }
 
-type readOut struct {
-	Record   *recordView `json:"record,omitempty"`
+type ReadOut struct {
+	Record   *RecordView `json:"record,omitempty"`
 	Block    string      `json:"block,omitempty"`
 	Tokens   int         `json:"tokens"`
 	Included []string    `json:"included,omitempty"`
 	Omitted  int         `json:"omitted"`
-	Problems []problem   `json:"problems,omitempty"`
+	Problems []Problem   `json:"problems,omitempty"`
 }
 
-type listIn struct {
+type ListIn struct {
 	Type   string `json:"type,omitempty"`
 	Scope  string `json:"scope,omitempty"`
 	Tag    string `json:"tag,omitempty"`
@@ -173,13 +173,13 @@ type listIn struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-type listOut struct {
-	Records    []listRow `json:"records"`
+type ListOut struct {
+	Records    []ListRow `json:"records"`
 	NextCursor string    `json:"next_cursor,omitempty"`
-	Problems   []problem `json:"problems,omitempty"`
+	Problems   []Problem `json:"problems,omitempty"`
 }
 
-type searchIn struct {
+type SearchIn struct {
 	Query    string   `json:"query"`
 	Type     string   `json:"type,omitempty"`
 	Scope    string   `json:"scope,omitempty"`
@@ -190,7 +190,7 @@ type searchIn struct {
 	Mode     string   `json:"mode,omitempty"`
 }
 
-type searchHit struct {
+type SearchHit struct {
 	ID          string  `json:"id"`
 	Key         string  `json:"key"`
 	Type        string  `json:"type"`
@@ -198,27 +198,27 @@ type searchHit struct {
 	Description string  `json:"description"`
 	Score       float64 `json:"score"`
 	Preview     string  `json:"preview"`
-	Why         why     `json:"why"`
+	Why         Why     `json:"why"`
 }
 
-// why is what a hit matched: the query's words it holds and the fields
+// Why is what a hit matched: the query's words it holds and the fields
 // holding them.
-type why struct {
+type Why struct {
 	Terms  []string `json:"terms"`
 	Fields []string `json:"fields"`
 }
 
-type searchOut struct {
-	Results  []searchHit `json:"results"`
+type SearchOut struct {
+	Results  []SearchHit `json:"results"`
 	Mode     string      `json:"mode"`           // how it was answered
 	Note     string      `json:"note,omitempty"` // why not as asked, or what is not found yet
-	Problems []problem   `json:"problems,omitempty"`
+	Problems []Problem   `json:"problems,omitempty"`
 }
 
 func boolp(b bool) *bool { return &b }
 
 // addTools registers every tool on s.
-func (srv *server) addTools(s toolAdder) {
+func (srv *Server) addTools(s toolAdder) {
 	selDocs := func(p map[string]*jsonschema.Schema) {
 		describe(p, fieldDocs)
 		enum(p["type"], typeEnum)
@@ -233,12 +233,12 @@ Pick the scope: project (default) for this repository only; system for something
 Never store secrets: values that look like API keys, tokens or passwords are refused.
 Example: {"type":"semantic","key":"test-runner","description":"How tests are run","body":"Run make test; it sets up the fixtures.","tags":["testing"]}`,
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[writeIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schemaFor[WriteIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
 		}),
-	}, wrap(srv.write))
+	}, wrap(srv.Write))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_update",
 		Title: "Change a memory",
@@ -257,15 +257,15 @@ Example: {"key":"test-runner","body":"Run make test-all; make test skips the slo
 		Description: `Delete a memory by key or id. Without a scope it deletes the effective one (the narrowest), so a broader memory with the same key shows again. Use it when a memory is wrong or obsolete.
 Example: {"key":"test-runner","type":"semantic"}`,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[selectIn](selDocs),
-	}, wrap(srv.delete))
+		InputSchema: schemaFor[SelectIn](selDocs),
+	}, wrap(srv.Delete))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_read",
 		Title: "Read memory",
 		Description: `Two uses. With a key or id: that memory in full, resolved through the scope chain (project beats workspace beats tenant beats system). Without: a compact markdown recall block of the most useful facts and procedures for this project, within a token budget — call it at the start of a task; pass query to put what is relevant to the task first.
 Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens":800}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[readIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schemaFor[ReadIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			enum(p["types"], typeEnum)
 			p["types"].Description = "types woven into the recall block: semantic and procedural (the default)"
@@ -273,28 +273,28 @@ Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens"
 			p["max_tokens"].Description = "token budget of the recall block (default 1500)"
 			p["max_tokens"].Minimum = ptr(0.0)
 		}),
-	}, wrap(srv.read))
+	}, wrap(srv.Read))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_list",
 		Title: "List memories",
 		Description: `List the effective memories (narrowest scope wins) with their key, type, scope, description and tags — never bodies. Page with cursor. Use it to see what is known before writing a duplicate.
 Example: {"type":"semantic","limit":20}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[listIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schemaFor[ListIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["tag"].Description = "only memories carrying this tag"
 			p["limit"].Description = "rows per page, default 50, at most 500"
 			p["limit"].Minimum, p["limit"].Maximum = ptr(0.0), ptr(500.0)
 			p["cursor"].Description = "next_cursor from the previous page"
 		}),
-	}, wrap(srv.list))
+	}, wrap(srv.List))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_search",
 		Title: "Search memories",
 		Description: `Full-text search over key, description, body and tags, in plain words: any word can match, stemmed, and memories sharing the most rare words with the query rank first (BM25; score 0..1). With an embeddings model configured it also finds memories by meaning (mode). Returns previews; read one in full with memory_read.
 Example: {"query":"how do we run the integration tests","type":"procedural","limit":5}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[searchIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schemaFor[SearchIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["query"].Description = "natural-language query"
 			p["tags"].Description = "only memories carrying all these tags"
@@ -306,7 +306,7 @@ Example: {"query":"how do we run the integration tests","type":"procedural","lim
 			p["mode"].Description = "keyword (words), semantic (meaning, through the configured embeddings model) or hybrid (both fused; exact keyword hits first); default hybrid when embeddings are configured, else keyword"
 			enum(p["mode"], []any{"keyword", "semantic", "hybrid"})
 		}),
-	}, wrap(srv.search))
+	}, wrap(srv.Search))
 	srv.addCaptureTool(s)
 }
 
@@ -325,38 +325,38 @@ func ttl(sec *int64) (*time.Duration, error) {
 	return &d, nil
 }
 
-func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, error) {
+func (srv *Server) Write(ctx context.Context, in WriteIn) (string, WriteOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	sc := scope.Project
 	if in.Scope != "" {
 		l, err := parseScope("scope", in.Scope)
 		if err != nil {
-			return "", writeOut{}, err
+			return "", WriteOut{}, err
 		}
 		sc = *l
 	}
 	t, err := memory.ParseType("type", in.Type)
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	life, err := ttl(in.TTLSeconds)
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	var rec memory.Record
 	var created bool
 	err = srv.again(ctx, &rep, func() (err error) {
-		rec, created, err = srv.app.store.Put(ctx, srv.app.proj, memory.Write{
+		rec, created, err = srv.app.Store.Put(ctx, srv.app.Proj, memory.Write{
 			Scope: sc, Type: t, Key: in.Key, Description: in.Description, Body: in.Body, Tags: in.Tags,
 			Confidence: in.Confidence, TTL: life, SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
 		})
 		return err
 	})
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	srv.changed(ctx, rec)
 	v := view(rec)
@@ -365,11 +365,11 @@ func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, err
 	if created {
 		verb = "Stored"
 	}
-	ps := problems(rep)
-	return fmt.Sprintf("%s %s %s %q (id %s).%s", verb, rec.Scope, rec.Type, rec.Key, rec.ID, problemsText(ps)), writeOut{Record: v, Created: created, Problems: ps}, nil
+	ps := Problems(rep)
+	return fmt.Sprintf("%s %s %s %q (id %s).%s", verb, rec.Scope, rec.Type, rec.Key, rec.ID, problemsText(ps)), WriteOut{Record: v, Created: created, Problems: ps}, nil
 }
 
-func selector(in selectIn) (memory.Selector, error) {
+func selector(in SelectIn) (memory.Selector, error) {
 	if in.ID == "" && in.Key == "" {
 		return memory.Selector{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required")
 	}
@@ -387,12 +387,12 @@ func selector(in selectIn) (memory.Selector, error) {
 	return memory.Selector{ID: in.ID, Key: in.Key, Type: t, Scope: sc}, nil
 }
 
-func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, error) {
+func (srv *Server) update(ctx context.Context, in updateIn) (string, recordOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
 		return "", recordOut{}, err
 	}
-	sel, err := selector(selectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
+	sel, err := selector(SelectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
 	if err != nil {
 		return "", recordOut{}, err
 	}
@@ -402,7 +402,7 @@ func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, 
 	}
 	var rec memory.Record
 	err = srv.again(ctx, &rep, func() (err error) {
-		rec, err = srv.app.store.Update(ctx, srv.app.proj, sel, memory.Patch{
+		rec, err = srv.app.Store.Update(ctx, srv.app.Proj, sel, memory.Patch{
 			Body: in.Body, Description: in.Description, Tags: in.Tags, Confidence: in.Confidence,
 			TTL: life, Metadata: in.Metadata,
 		})
@@ -412,74 +412,74 @@ func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, 
 		return "", recordOut{}, err
 	}
 	srv.changed(ctx, rec)
-	ps := problems(rep)
+	ps := Problems(rep)
 	return fmt.Sprintf("Updated %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), recordOut{Record: view(rec), Problems: ps}, nil
 }
 
-func (srv *server) delete(ctx context.Context, in selectIn) (string, deleteOut, error) {
+func (srv *Server) Delete(ctx context.Context, in SelectIn) (string, DeleteOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", deleteOut{}, err
+		return "", DeleteOut{}, err
 	}
 	sel, err := selector(in)
 	if err != nil {
-		return "", deleteOut{}, err
+		return "", DeleteOut{}, err
 	}
 	var rec memory.Record
 	err = srv.again(ctx, &rep, func() (err error) {
-		rec, err = srv.app.store.Delete(ctx, srv.app.proj, sel)
+		rec, err = srv.app.Store.Delete(ctx, srv.app.Proj, sel)
 		return err
 	})
 	if err != nil {
-		return "", deleteOut{}, err
+		return "", DeleteOut{}, err
 	}
 	srv.changed(ctx, rec)
-	ps := problems(rep)
-	return fmt.Sprintf("Deleted %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), deleteOut{Deleted: view(rec), Problems: ps}, nil
+	ps := Problems(rep)
+	return fmt.Sprintf("Deleted %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), DeleteOut{Deleted: view(rec), Problems: ps}, nil
 }
 
-func (srv *server) read(ctx context.Context, in readIn) (string, readOut, error) {
+func (srv *Server) Read(ctx context.Context, in ReadIn) (string, ReadOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", readOut{}, err
+		return "", ReadOut{}, err
 	}
-	ps := problems(rep)
+	ps := Problems(rep)
 	if in.Key != "" || in.ID != "" {
 		if in.Query != "" || len(in.Types) > 0 || in.MaxTokens != 0 {
-			return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "types and max_tokens are for the recall block; leave them out when reading by key or id")
+			return "", ReadOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "types and max_tokens are for the recall block; leave them out when reading by key or id")
 		}
-		sel, err := selector(selectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
+		sel, err := selector(SelectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
 		if err != nil {
-			return "", readOut{}, err
+			return "", ReadOut{}, err
 		}
-		rec, err := srv.app.store.Get(ctx, srv.app.cfg.Project, sel)
+		rec, err := srv.app.Store.Get(ctx, srv.app.Project, sel)
 		if err != nil {
-			return "", readOut{}, err
+			return "", ReadOut{}, err
 		}
 		v := view(rec)
-		return recordText(rec) + problemsText(ps), readOut{Record: &v, Problems: ps}, nil
+		return recordText(rec) + problemsText(ps), ReadOut{Record: &v, Problems: ps}, nil
 	}
 	if in.Type != "" || in.Scope != "" {
-		return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required with type or scope; for the recall block use types")
+		return "", ReadOut{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required with type or scope; for the recall block use types")
 	}
 	if in.MaxTokens < 0 {
-		return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "max_tokens", "must not be negative")
+		return "", ReadOut{}, memory.Errorf(memory.CodeInvalidArgument, "max_tokens", "must not be negative")
 	}
 	var types []memory.Type
 	for i, s := range in.Types {
 		t, err := memory.ParseType(fmt.Sprintf("types[%d]", i), s)
 		if err != nil {
-			return "", readOut{}, err
+			return "", ReadOut{}, err
 		}
 		types = append(types, t)
 	}
-	b, err := srv.app.recall(ctx, in.Query, types, in.MaxTokens)
+	b, err := srv.app.Recall(ctx, in.Query, types, in.MaxTokens)
 	if err != nil {
-		return "", readOut{}, err
+		return "", ReadOut{}, err
 	}
 	// The text is the block, within the budget asked for: even a note that
 	// nothing fit would overrun a budget of a few tokens.
-	return b.Markdown + problemsText(ps), readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
+	return b.Markdown + problemsText(ps), ReadOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
 }
 
 func recordText(r memory.Record) string {
@@ -496,29 +496,29 @@ func recordText(r memory.Record) string {
 	return b.String()
 }
 
-func (srv *server) list(ctx context.Context, in listIn) (string, listOut, error) {
+func (srv *Server) List(ctx context.Context, in ListIn) (string, ListOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
 	t, err := parseType("type", in.Type)
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
 	sc, err := parseScope("scope", in.Scope)
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
 	if in.Limit < 0 || in.Limit > 500 {
-		return "", listOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 500")
+		return "", ListOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 500")
 	}
-	rs, next, err := srv.app.store.List(ctx, srv.app.cfg.Project, memory.ListOptions{Type: t, Scope: sc, Tag: in.Tag, Limit: in.Limit, Cursor: in.Cursor})
+	rs, next, err := srv.app.Store.List(ctx, srv.app.Project, memory.ListOptions{Type: t, Scope: sc, Tag: in.Tag, Limit: in.Limit, Cursor: in.Cursor})
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
-	out := listOut{Records: make([]listRow, 0, len(rs)), NextCursor: next, Problems: problems(rep)}
+	out := ListOut{Records: make([]ListRow, 0, len(rs)), NextCursor: next, Problems: Problems(rep)}
 	var b strings.Builder
-	b.WriteString(plural(len(rs), "memory", "memories"))
+	b.WriteString(Plural(len(rs), "memory", "memories"))
 	if next != "" {
 		fmt.Fprintf(&b, " (more: pass cursor %q for the next page)", next)
 	}
@@ -534,52 +534,52 @@ func (srv *server) list(ctx context.Context, in listIn) (string, listOut, error)
 	return b.String() + problemsText(out.Problems), out, nil
 }
 
-func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, error) {
+func (srv *Server) Search(ctx context.Context, in SearchIn) (string, SearchOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
 	t, err := parseType("type", in.Type)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
 	sc, err := parseScope("scope", in.Scope)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
 	if strings.TrimSpace(in.Query) == "" {
-		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "is empty")
+		return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "is empty")
 	}
 	if in.Limit < 0 || in.Limit > 100 {
-		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 100")
+		return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 100")
 	}
 	if in.MinScore < 0 || in.MinScore > 1 {
-		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "min_score", "must be between 0 and 1")
+		return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "min_score", "must be between 0 and 1")
 	}
 	var since time.Time
 	if in.Since != "" {
 		if since, err = time.Parse(time.RFC3339, in.Since); err != nil {
-			return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "since", "is not an RFC 3339 time (like 2026-01-02T15:04:05Z)")
+			return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "since", "is not an RFC 3339 time (like 2026-01-02T15:04:05Z)")
 		}
 	}
 	mode, err := memory.ParseMode("mode", in.Mode)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
-	hits, mode, note, err := srv.app.search(ctx, srv.app.cfg.Project, mode, memory.SearchOptions{
+	hits, mode, note, err := srv.app.Search(ctx, srv.app.Project, mode, memory.SearchOptions{
 		Query: in.Query, Type: t, Scope: sc, Tags: in.Tags, Since: since, Limit: in.Limit, MinScore: in.MinScore,
 	})
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
-	out := searchOut{Results: make([]searchHit, 0, len(hits)), Mode: string(mode), Note: note, Problems: problems(rep)}
+	out := SearchOut{Results: make([]SearchHit, 0, len(hits)), Mode: string(mode), Note: note, Problems: Problems(rep)}
 	var b strings.Builder
 	size := 64 + len(in.Query) + len(note)
 	for _, h := range hits {
 		size += 40 + len(h.Record.Key) + len(h.Preview)
 	}
 	b.Grow(size)
-	b.WriteString(plural(len(hits), "result", "results"))
+	b.WriteString(Plural(len(hits), "result", "results"))
 	if memory.ScanField("query", in.Query) == nil {
 		fmt.Fprintf(&b, " for %q", in.Query)
 	}
@@ -589,9 +589,9 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	}
 	for _, h := range hits {
 		r := h.Record
-		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
+		out.Results = append(out.Results, SearchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
 			Description: r.Description, Score: h.Score, Preview: h.Preview,
-			Why: why{Terms: nonNilStrings(h.Why.Terms), Fields: nonNilStrings(h.Why.Fields)}})
+			Why: Why{Terms: nonNilStrings(h.Why.Terms), Fields: nonNilStrings(h.Why.Fields)}})
 		// "- key [type, scope] score 0.00: preview", without fmt's
 		// reflection.
 		b.WriteString("- ")
@@ -775,7 +775,7 @@ func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[st
 	for _, k := range names {
 		if _, ok := schema.Properties[k]; !ok {
 			// The name is the caller's, and may be a secret (clipArg).
-			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", clipArg(k), strings.Join(known, ", "))
+			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", ClipArg(k), strings.Join(known, ", "))
 		}
 	}
 	for _, k := range schema.Required {
@@ -888,7 +888,7 @@ func nonNilStrings(s []string) []string {
 // refused only because a markdown file changed after the sync before it
 // looked (memory.Error.Unsynced): the change is imported first, as the
 // refusal asks, and what the sync reports replaces rep.
-func (srv *server) again(ctx context.Context, rep *mirror.Report, write func() error) error {
+func (srv *Server) again(ctx context.Context, rep *mirror.Report, write func() error) error {
 	err := write()
 	var me *memory.Error
 	if !errors.As(err, &me) || !me.Unsynced {
