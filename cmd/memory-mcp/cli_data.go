@@ -13,13 +13,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
 )

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"strings"
+
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
 // The record commands call the tools' own handlers, so they resolve and

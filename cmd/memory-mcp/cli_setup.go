@@ -7,9 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"regexp"
 	"strings"
+
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
 // serverName is the name memory-mcp takes in an agent's MCP config.

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"strconv"
 	"strings"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 

@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"strconv"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
 // The search benchmarks split memory_search's cost on the fixture of

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 )
 

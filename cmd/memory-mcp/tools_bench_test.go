@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"strconv"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
 // These benchmarks measure one tool call through the whole server (the
