@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -17,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/agent"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/mirror"
@@ -40,7 +40,7 @@ func runStats(c *cli, args []string) error {
 			return printJSON(c.stdout, st)
 		}
 		w := c.stdout
-		fmt.Fprintf(w, "database  %s (%s, schema %d)\n", st.Path, size(st.Bytes), st.Schema)
+		fmt.Fprintf(w, "database  %s (%s, schema %d)\n", st.Path, progress.Size(st.Bytes), st.Schema)
 		fmt.Fprintf(w, "records   %d in %s and the shared scopes\n", st.Records, server.Plural(int(st.Projects), "project", "projects"))
 		if st.Oldest != nil {
 			fmt.Fprintf(w, "oldest    %s\nnewest    %s\n", st.Oldest.Format(time.RFC3339), st.Newest.Format(time.RFC3339))
@@ -294,7 +294,7 @@ func (d *doctor) database(ctx context.Context, cfg Config) {
 		d.problem(area, err.Error(), "restore a backup with \"memory-mcp restore FILE\"; or move the file aside and a new, empty database is made on next use")
 		return
 	}
-	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, memory.SchemaVersion(), chk.Records, size(fi.Size()))
+	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, memory.SchemaVersion(), chk.Records, progress.Size(fi.Size()))
 }
 
 // openDir reports the database's directory when others may look into it.
@@ -445,128 +445,10 @@ func memoryFileProblem(path, stem string) (reason, fix string) {
 
 // agents looks at the agent configs of the project and the user.
 func (d *doctor) agents(root string) {
-	const area = "agents"
 	home, _ := os.UserHomeDir()
-	found := 0
-	type place struct {
-		path string
-		ag   agent
+	for _, f := range agent.Check(root, home) {
+		d.checks = append(d.checks, check{Area: "agents", OK: f.OK, Detail: f.Detail, Fix: f.Fix})
 	}
-	var places []place
-	for _, ag := range agents {
-		places = append(places, place{filepath.Join(root, ag.file), ag})
-	}
-	if home != "" {
-		places = append(places,
-			place{filepath.Join(home, ".cursor", "mcp.json"), agents[1]},
-			place{filepath.Join(home, ".codex", "config.toml"), agents[3]},
-			place{filepath.Join(home, ".claude.json"), agents[0]})
-	}
-	for _, p := range places {
-		data, err := os.ReadFile(p.path)
-		if err != nil {
-			continue
-		}
-		found++
-		cmd, ok, err := serverCommand(p.ag, data)
-		switch {
-		case err != nil:
-			d.problem(area, fmt.Sprintf("%s (%s): %v", p.path, p.ag.name, err), "fix the file, or move it aside and run memory-mcp setup "+p.ag.name)
-		case !ok:
-			d.ok(area, "%s (%s): no memory-mcp server in it", p.path, p.ag.name)
-		default:
-			if !runnable(cmd) {
-				d.problem(area, fmt.Sprintf("%s (%s) runs %q, which is not found", p.path, p.ag.name, cmd), "put memory-mcp on PATH, or give its full path in the config")
-			} else {
-				d.ok(area, "%s (%s): runs %s", p.path, p.ag.name, cmd)
-			}
-		}
-	}
-	settings := filepath.Join(root, claudeSettings)
-	if data, err := os.ReadFile(settings); err == nil {
-		found++
-		var doc map[string]any
-		if err := json.Unmarshal(data, &doc); err != nil {
-			d.problem(area, fmt.Sprintf("%s: %s", settings, jsonReason(err)), "fix the JSON; Claude Code ignores a settings file it cannot read")
-		} else {
-			hs, _ := doc["hooks"].(map[string]any)
-			var missing []string
-			lost := false
-			for _, h := range hooks {
-				groups, _ := hs[h[0]].([]any)
-				cmd, ok := hookCommand(groups, h[1])
-				switch {
-				case !ok:
-					missing = append(missing, h[0])
-				case !runnable(cmd):
-					lost = true
-					d.problem(area, fmt.Sprintf("%s: the %s hook runs %q, which is not found", settings, h[0], cmd), "put memory-mcp on PATH, or give its full path in the hook")
-				}
-			}
-			switch {
-			case lost:
-			case len(missing) == 0:
-				d.ok(area, "%s: SessionStart and SessionEnd hooks run memory-mcp", settings)
-			default:
-				d.ok(area, "%s: no %s hook for memory-mcp (memory-mcp setup claude-code adds it)", settings, strings.Join(missing, " or "))
-			}
-		}
-	}
-	if found == 0 {
-		d.ok(area, "no agent config found here or in your home; memory-mcp setup claude-code|cursor|vscode|codex writes one")
-	}
-}
-
-// runnable reports whether cmd, a name looked up on PATH or a path, is a
-// program that can be started.
-func runnable(cmd string) bool {
-	_, err := exec.LookPath(cmd)
-	return err == nil
-}
-
-// serverCommand finds the command of the memory-mcp server in an agent
-// config: the entry named memory, or any entry whose command is memory-mcp.
-func serverCommand(ag agent, data []byte) (string, bool, error) {
-	if ag.kind == "toml" {
-		if !tomlTable.Match(data) {
-			return "", false, nil
-		}
-		loc := tomlTable.FindIndex(data)
-		rest := string(data[loc[1]:])
-		if i := strings.Index(rest, "\n["); i >= 0 {
-			rest = rest[:i]
-		}
-		for _, line := range strings.Split(rest, "\n") {
-			k, v, ok := strings.Cut(line, "=")
-			if ok && strings.TrimSpace(k) == "command" {
-				v = strings.TrimSpace(v)
-				if strings.HasPrefix(v, `"`) {
-					v = strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(strings.Trim(v, `"`))
-				}
-				return strings.Trim(v, `'`), true, nil
-			}
-		}
-		return "", true, errors.New("the memory server has no command")
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return "", false, errors.New(jsonReason(err))
-	}
-	servers, _ := doc[ag.key].(map[string]any)
-	if e, ok := servers[serverName].(map[string]any); ok {
-		cmd, _ := e["command"].(string)
-		if cmd == "" {
-			return "", true, errors.New("the memory server has no command")
-		}
-		return cmd, true, nil
-	}
-	for _, e := range servers {
-		em, _ := e.(map[string]any)
-		if cmd, _ := em["command"].(string); filepath.Base(cmd) == "memory-mcp" {
-			return cmd, true, nil
-		}
-	}
-	return "", false, nil
 }
 
 // embeddings checks that the endpoint answers (any HTTP response will do,

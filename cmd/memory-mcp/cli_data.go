@@ -13,63 +13,17 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/jsonl"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
 )
-
-// exportLine is one record in an export: every field, none left out when
-// empty, so that a script reading the file meets the same keys on every line.
-type exportLine struct {
-	ID             string            `json:"id"`
-	Project        string            `json:"project"` // identity of a project-scope record's project; "" for the others
-	Scope          scope.Level       `json:"scope"`
-	Type           memory.Type       `json:"type"`
-	Key            string            `json:"key"`
-	Description    string            `json:"description"`
-	Body           string            `json:"body"`
-	Tags           []string          `json:"tags"`
-	Confidence     float64           `json:"confidence"`
-	UseCount       int64             `json:"use_count"`
-	LastAccessedAt *time.Time        `json:"last_accessed_at"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
-	ExpiresAt      *time.Time        `json:"expires_at"`
-	SessionID      string            `json:"session_id"`
-	Source         memory.Source     `json:"source"`
-	Metadata       map[string]string `json:"metadata"`
-}
-
-func exported(project string, r memory.Record) exportLine {
-	l := exportLine{
-		ID: r.ID, Project: project, Scope: r.Scope, Type: r.Type, Key: r.Key, Description: r.Description, Body: r.Body,
-		Tags: r.Tags, Confidence: r.Confidence, UseCount: r.UseCount, LastAccessedAt: r.LastAccessedAt,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, ExpiresAt: r.ExpiresAt, SessionID: r.SessionID,
-		Source: r.Source, Metadata: r.Metadata,
-	}
-	if l.Tags == nil {
-		l.Tags = []string{}
-	}
-	if l.Metadata == nil {
-		l.Metadata = map[string]string{}
-	}
-	return l
-}
-
-func (l exportLine) record() memory.Record {
-	return memory.Record{
-		ID: l.ID, Scope: l.Scope, Type: l.Type, Key: l.Key, Description: l.Description, Body: l.Body,
-		Tags: l.Tags, Confidence: l.Confidence, UseCount: l.UseCount, LastAccessedAt: l.LastAccessedAt,
-		CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt, ExpiresAt: l.ExpiresAt, SessionID: l.SessionID,
-		Source: l.Source, Metadata: l.Metadata,
-	}
-}
 
 func runExport(c *cli, args []string) error {
 	f := newFlags(c, "export").withJSON()
@@ -105,17 +59,17 @@ func runExport(c *cli, args []string) error {
 		enc := json.NewEncoder(bw)
 		enc.SetEscapeHTML(false)
 		// Lines written to the terminal itself would break the bar's line.
-		bar := c.progress("exporting", 0, "records")
-		if file == nil && isTerminal(c.stdout) {
-			bar = newProgress(io.Discard, "", 0, "")
+		bar := progress.New(c.stderr, "exporting", 0, "records")
+		if file == nil && progress.IsTerminal(c.stdout) {
+			bar = progress.New(io.Discard, "", 0, "")
 		}
 		n := 0
 		err := a.Store.Export(c.ctx, a.cfg.Project, *all, func(project string, r memory.Record) error {
 			n++
-			bar.add(1)
-			return enc.Encode(exported(project, r))
+			bar.Add(1)
+			return enc.Encode(jsonl.Of(project, r))
 		})
-		bar.finish()
+		bar.Finish()
 		if err != nil {
 			return err
 		}
@@ -171,95 +125,6 @@ type importResult struct {
 	Projects int `json:"other_projects"`
 }
 
-// exportedProject is what the project field of an export line may hold: a
-// workspace root's identity, or a team identity or one of its levels.
-var exportedProject = regexp.MustCompile(`^([0-9a-f]{32}|team:[0-9a-f]{24}(/[0-9a-f]{24}){0,2})$`)
-
-// importIdentity is the identity to import an export line of level l
-// through so that it lands in the bucket its project field names, or false
-// when no identity puts level l there. A line with no project field goes
-// to cur, as does any line of a level that lives in the global bucket.
-func importIdentity(cur scope.Identity, project string, l scope.Level) (scope.Identity, bool) {
-	if project == "" {
-		if l == scope.Project || memory.Bucket(cur, l) == "" {
-			return cur, true
-		}
-		// A team's workspace or tenant record: its own bucket, never
-		// the global one a workspace root would put it in.
-		return "", false
-	}
-	if !exportedProject.MatchString(project) {
-		return "", false
-	}
-	id := scope.Identity(project)
-	// A team's workspace or tenant bucket is an identity cut back to its
-	// level: grow it again with parts no token can have (a profile or user
-	// name is never empty), which only ever name that bucket.
-	if rest, ok := strings.CutPrefix(project, "team:"); ok {
-		for n := strings.Count(rest, "/"); n < 2; n++ {
-			id += "/" + scope.Identity(strings.Repeat("0", 24))
-		}
-	}
-	if memory.Bucket(id, l) != project {
-		return "", false
-	}
-	return id, true
-}
-
-// maxImportLine is the longest import line read; a record's body is at most
-// 64 KiB, and JSON escaping can grow it several times over.
-const maxImportLine = 1 << 20
-
-// readLines calls fn with each line of r, numbered from 1, and with
-// tooLong set (and the line cut) when it exceeded maxImportLine.
-func readLines(r io.Reader, fn func(n int, line []byte, tooLong bool) error) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for n := 1; ; n++ {
-		var line []byte
-		tooLong := false
-		for {
-			part, err := br.ReadSlice('\n')
-			if len(line)+len(part) <= maxImportLine {
-				line = append(line, part...)
-			} else {
-				tooLong = true
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
-			if err == io.EOF {
-				if len(line) == 0 && !tooLong {
-					return nil
-				}
-				if err := fn(n, line, tooLong); err != nil {
-					return err
-				}
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			break
-		}
-		if err := fn(n, line, tooLong); err != nil {
-			return err
-		}
-	}
-}
-
-// jsonReason says why a line is not the JSON wanted, without quoting it.
-func jsonReason(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q has the wrong type (want %s)", te.Field, te.Type)
-	}
-	return "not a JSON object of the expected shape"
-}
-
 // reason is an error's text as an import reports it: the store's errors
 // name the rule and the field, never the value.
 func reason(err error) string {
@@ -280,7 +145,7 @@ func runImport(c *cli, args []string) error {
 		return err
 	}
 	if *format != "memory-mcp" && *format != "server-memory" {
-		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", server.ClipArg(*format))
+		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", clipArg(*format))
 	}
 	if *keep && *format != "memory-mcp" {
 		return fmt.Errorf("import: --keep-projects is for memory-mcp exports; a server-memory graph has no projects")
@@ -313,13 +178,13 @@ func runImport(c *cli, args []string) error {
 		for _, k := range rep.Imported {
 			fromFiles[k] = true
 		}
-		bar := c.progress("importing", total, "bytes")
-		defer bar.finish()
+		bar := progress.New(c.stderr, "importing", total, "bytes")
+		defer bar.Finish()
 		if *format == "server-memory" {
 			return importGraph(c, a, in, bar, &res)
 		}
-		return readLines(in, func(n int, line []byte, tooLong bool) error {
-			bar.add(int64(len(line)))
+		return jsonl.Read(in, func(n int, line []byte, tooLong bool) error {
+			bar.Add(int64(len(line)))
 			if err := c.ctx.Err(); err != nil {
 				return err
 			}
@@ -329,10 +194,10 @@ func runImport(c *cli, args []string) error {
 			}
 			res.Lines++
 			if tooLong {
-				res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", maxImportLine)})
+				res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", jsonl.MaxLine)})
 				return nil
 			}
-			var l exportLine
+			var l jsonl.Line
 			var given struct {
 				Confidence *float64 `json:"confidence"`
 			}
@@ -341,14 +206,14 @@ func runImport(c *cli, args []string) error {
 				err = json.Unmarshal(line, &given)
 			}
 			if err != nil {
-				res.Refused = append(res.Refused, refusal{n, jsonReason(err)})
+				res.Refused = append(res.Refused, refusal{n, jsonl.Reason(err)})
 				return nil
 			}
 			if l.Key == "" && bytes.Contains(line, []byte(`"entityType"`)) {
 				res.Refused = append(res.Refused, refusal{n, "looks like a server-memory graph line; use --format server-memory"})
 				return nil
 			}
-			rec := l.record()
+			rec := l.Record()
 			if given.Confidence == nil {
 				// A line written by hand takes the default, as a tool write does.
 				rec.Confidence = 0.5
@@ -356,7 +221,7 @@ func runImport(c *cli, args []string) error {
 			into := a.Proj
 			moved := false
 			if *keep {
-				id, ok := importIdentity(a.cfg.Project, l.Project, l.Scope)
+				id, ok := jsonl.Identity(a.cfg.Project, l.Project, l.Scope)
 				if !ok {
 					res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("invalid_argument: project: is not the project of a %s record", l.Scope)})
 					return nil
@@ -444,9 +309,9 @@ func runBackup(c *cli, args []string) error {
 				total += fi.Size()
 			}
 		}
-		bar := c.progress("backing up", total, "bytes")
-		err := bar.watchFile(pos[0], func() error { return a.Store.Backup(c.ctx, pos[0]) })
-		bar.finish()
+		bar := progress.New(c.stderr, "backing up", total, "bytes")
+		err := bar.WatchFile(pos[0], func() error { return a.Store.Backup(c.ctx, pos[0]) })
+		bar.Finish()
 		if err != nil {
 			return err
 		}
@@ -464,21 +329,9 @@ func runBackup(c *cli, args []string) error {
 		if f.JSON() {
 			return printJSON(c.stdout, out)
 		}
-		fmt.Fprintf(c.stdout, "backed up %d records (%s) to %s; integrity ok\n", out.Records, size(out.Bytes), out.Path)
+		fmt.Fprintf(c.stdout, "backed up %d records (%s) to %s; integrity ok\n", out.Records, progress.Size(out.Bytes), out.Path)
 		return nil
 	})
-}
-
-func size(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 func runRestore(c *cli, args []string) error {
@@ -508,9 +361,9 @@ func runRestore(c *cli, args []string) error {
 	}
 	st, openErr := memory.Open(c.ctx, cfg.DBPath, nil)
 	if openErr == nil {
-		bar := c.progress("restoring", 0, "pages")
-		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) { bar.set(int64(done), int64(total)) })
-		bar.finish()
+		bar := progress.New(c.stderr, "restoring", 0, "pages")
+		_, err = st.RestoreFrom(c.ctx, src, keep, func(done, total int) { bar.Set(int64(done), int64(total)) })
+		bar.Finish()
 		st.Close()
 		if err != nil {
 			return err

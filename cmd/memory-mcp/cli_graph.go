@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/jsonl"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
 )
@@ -38,7 +40,7 @@ type entity struct {
 // and tags, and each relation written into the records at both of its ends.
 // The whole graph is read first, since a relation may come before its
 // entities.
-func importGraph(c *cli, a *app, in io.Reader, bar *progress, res *importResult) error {
+func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importResult) error {
 	var ents []*entity
 	byName := map[string]*entity{}
 	byKey := map[string]*entity{}
@@ -47,20 +49,20 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress, res *importResult)
 		from, to, kind string
 	}
 	var rels []relation
-	err := readLines(in, func(n int, line []byte, tooLong bool) error {
-		bar.add(int64(len(line)))
+	err := jsonl.Read(in, func(n int, line []byte, tooLong bool) error {
+		bar.Add(int64(len(line)))
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 && !tooLong {
 			return nil
 		}
 		res.Lines++
 		if tooLong {
-			res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", maxImportLine)})
+			res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", jsonl.MaxLine)})
 			return nil
 		}
 		var g graphLine
 		if err := json.Unmarshal(line, &g); err != nil {
-			res.Refused = append(res.Refused, refusal{n, jsonReason(err)})
+			res.Refused = append(res.Refused, refusal{n, jsonl.Reason(err)})
 			return nil
 		}
 		switch g.Type {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 )
@@ -64,7 +65,7 @@ func runWrite(c *cli, args []string) error {
 	f.FlagSet.Visit(func(fl *flag.Flag) { given = given || fl.Name == "body" })
 	in.Body = *body
 	if !given {
-		if isTerminal(c.stdin) {
+		if progress.IsTerminal(c.stdin) {
 			fmt.Fprintln(c.stderr, "reading the body from stdin; end it with Ctrl-D")
 		}
 		data, err := io.ReadAll(io.LimitReader(c.stdin, maxStdinBody+1))

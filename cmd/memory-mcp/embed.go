@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed"
 )
@@ -78,7 +79,7 @@ func runEmbed(c *cli, args []string) error {
 			return err
 		}
 		out := embedOut{Model: model, Endpoint: client.Endpoint()}
-		bar := c.progress("embedding", int64(queued), "records")
+		bar := progress.New(c.stderr, "embedding", int64(queued), "records")
 		counted := 0
 		for {
 			res, err := a.Store.EmbedPending(c.ctx, model, client, embed.Batch)
@@ -86,16 +87,16 @@ func runEmbed(c *cli, args []string) error {
 			// A refused record is tried again: count it once.
 			n := min(res.Embedded+res.Skipped+res.Dropped, queued-counted)
 			counted += n
-			bar.add(int64(n))
+			bar.Add(int64(n))
 			if err != nil {
-				bar.finish()
+				bar.Finish()
 				return fmt.Errorf("embed: %w (%d records embedded before; the rest stay queued)", err, out.Embedded)
 			}
 			if res == (memory.EmbedResult{}) {
 				break
 			}
 		}
-		bar.finish()
+		bar.Finish()
 		if *prune {
 			if out.Pruned, err = a.Store.PruneVectors(c.ctx, model); err != nil {
 				return err

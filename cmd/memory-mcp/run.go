@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	cmd, ok := lookup(name)
 	if !ok {
 		fmt.Fprint(stderr, usage())
-		return fmt.Errorf("unknown command %q", server.ClipArg(name))
+		return fmt.Errorf("unknown command %q", clipArg(name))
 	}
 	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	err = cmd.run(c, args)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
@@ -28,7 +29,7 @@ func runServe(c *cli, args []string) error {
 	if _, err := f.parse(args, 0, 0); err != nil {
 		return err
 	}
-	if isTerminal(c.stdin) {
+	if progress.IsTerminal(c.stdin) {
 		fmt.Fprint(c.stderr, `memory-mcp is an MCP server and is waiting for an agent on stdin/stdout.
 An agent launches it for you: run "memory-mcp setup claude-code" (or cursor,
 vscode, codex) in your project. To look at memory yourself, try

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 )
 
@@ -143,5 +142,5 @@ func clipSecret(s string) string {
 	if strings.HasPrefix(s, memory.TokenPrefix) {
 		return memory.TokenPrefix + "…"
 	}
-	return server.ClipArg(s)
+	return clipArg(s)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 	"prom.codes/memory-mcp/memory"
 )
 
@@ -47,7 +48,7 @@ func (srv *Server) addCaptureTool(s toolAdder) {
 		Description: `Call once at the end of a session to turn it into memory. plan and outcome become the session's episodic record (capturing the same session again replaces it). Each statement — a rule or preference the user stated, like "always run make lint before committing" — counts as one confirmation; once confirmed in 2 sessions it becomes a project fact, and further confirmations raise its confidence. Each successful tool sequence becomes a procedure; repeating one raises its use count. Items holding secrets are refused one by one; the rest is kept.
 Example: {"session_id":"2026-05-01-fix-login","plan":"Fix the login redirect","outcome":"Fixed; added a test","statements":["Always run make lint before committing"],"tool_sequences":[{"name":"run tests","steps":["make build","make test"],"succeeded":true}]}`,
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[CaptureIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[CaptureIn](func(p map[string]*jsonschema.Schema) {
 			p["session_id"].Description = "the session's id; capturing it again replaces the earlier capture"
 			p["plan"].Description = "what the session set out to do"
 			p["outcome"].Description = "what came of it"

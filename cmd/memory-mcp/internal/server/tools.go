@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
@@ -22,50 +22,6 @@ var (
 	typeEnum  = []any{"working", "episodic", "semantic", "procedural"}
 	scopeEnum = []any{"project", "workspace", "tenant", "system"}
 )
-
-// schemaFor infers T's schema and lets edit add enums, bounds and
-// descriptions that struct tags cannot carry.
-func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err) // a programming error in a type below
-	}
-	dropNull(s)
-	if edit != nil {
-		edit(s.Properties)
-	}
-	return s
-}
-
-// dropNull turns the ["null", T] unions inferred for pointers, slices and
-// maps into plain T: several clients reject a type array, and an optional
-// field is one that is not required. checkArguments drops a null argument
-// before validation, so a client sending one gets the field's default; a
-// result never holds a null, as its optional fields are omitempty and its
-// other slices are made non-nil.
-func dropNull(s *jsonschema.Schema) {
-	if s == nil {
-		return
-	}
-	if len(s.Types) > 0 {
-		var rest []string
-		for _, t := range s.Types {
-			if t != "null" {
-				rest = append(rest, t)
-			}
-		}
-		if len(rest) == 1 {
-			s.Type, s.Types = rest[0], nil
-		} else {
-			s.Types = rest
-		}
-	}
-	for _, p := range s.Properties {
-		dropNull(p)
-	}
-	dropNull(s.Items)
-	dropNull(s.AdditionalProperties)
-}
 
 func describe(props map[string]*jsonschema.Schema, descs map[string]string) {
 	for k, d := range descs {
@@ -233,7 +189,7 @@ Pick the scope: project (default) for this repository only; system for something
 Never store secrets: values that look like API keys, tokens or passwords are refused.
 Example: {"type":"semantic","key":"test-runner","description":"How tests are run","body":"Run make test; it sets up the fixtures.","tags":["testing"]}`,
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[WriteIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[WriteIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
@@ -245,7 +201,7 @@ Example: {"type":"semantic","key":"test-runner","description":"How tests are run
 		Description: `Change some fields of an existing memory, found by key (resolved through the scope chain: the narrowest scope wins) or by id. Fields you leave out stay as they are. Fails with not_found if there is no such memory; use memory_write to create one.
 Example: {"key":"test-runner","body":"Run make test-all; make test skips the slow suite.","confidence":0.9}`,
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[updateIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[updateIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
@@ -257,7 +213,7 @@ Example: {"key":"test-runner","body":"Run make test-all; make test skips the slo
 		Description: `Delete a memory by key or id. Without a scope it deletes the effective one (the narrowest), so a broader memory with the same key shows again. Use it when a memory is wrong or obsolete.
 Example: {"key":"test-runner","type":"semantic"}`,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[SelectIn](selDocs),
+		InputSchema: schema.For[SelectIn](selDocs),
 	}, wrap(srv.Delete))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_read",
@@ -265,7 +221,7 @@ Example: {"key":"test-runner","type":"semantic"}`,
 		Description: `Two uses. With a key or id: that memory in full, resolved through the scope chain (project beats workspace beats tenant beats system). Without: a compact markdown recall block of the most useful facts and procedures for this project, within a token budget — call it at the start of a task; pass query to put what is relevant to the task first.
 Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens":800}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[ReadIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[ReadIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			enum(p["types"], typeEnum)
 			p["types"].Description = "types woven into the recall block: semantic and procedural (the default)"
@@ -280,7 +236,7 @@ Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens"
 		Description: `List the effective memories (narrowest scope wins) with their key, type, scope, description and tags — never bodies. Page with cursor. Use it to see what is known before writing a duplicate.
 Example: {"type":"semantic","limit":20}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[ListIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[ListIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["tag"].Description = "only memories carrying this tag"
 			p["limit"].Description = "rows per page, default 50, at most 500"
@@ -294,7 +250,7 @@ Example: {"type":"semantic","limit":20}`,
 		Description: `Full-text search over key, description, body and tags, in plain words: any word can match, stemmed, and memories sharing the most rare words with the query rank first (BM25; score 0..1). With an embeddings model configured it also finds memories by meaning (mode). Returns previews; read one in full with memory_read.
 Example: {"query":"how do we run the integration tests","type":"procedural","limit":5}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[SearchIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[SearchIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["query"].Description = "natural-language query"
 			p["tags"].Description = "only memories carrying all these tags"
@@ -620,22 +576,14 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
 	}
-	dropNull(out)
+	schema.DropNull(out)
 	t.OutputSchema = out
-	schema := t.InputSchema.(*jsonschema.Schema)
-	in, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	args, err := schema.NewArgs(t.InputSchema.(*jsonschema.Schema))
 	if err != nil {
-		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
+		panic(fmt.Sprintf("tool %s: %v", t.Name, err))
 	}
-	fields := make(map[string]*jsonschema.Resolved, len(schema.Properties))
-	for name, p := range schema.Properties {
-		if fields[name], err = p.Resolve(nil); err != nil {
-			panic(fmt.Sprintf("tool %s: input schema of %s: %v", t.Name, name, err))
-		}
-	}
-	defaults := hasDefaults(schema)
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := checkArguments(req.Params.Arguments, in, schema, fields)
+		checked, err := args.Check(req.Params.Arguments)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -644,11 +592,11 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 		// the request, as they would from args re-encoded, unless a number
 		// too long for a float64 would come out otherwise (or a number
 		// fails to fit its field: the slow way says which).
-		if !defaults && len(req.Params.Arguments) > 0 && exactNumbers(req.Params.Arguments) && json.Unmarshal(req.Params.Arguments, &v) == nil {
+		if !args.Defaults() && len(req.Params.Arguments) > 0 && schema.ExactNumbers(req.Params.Arguments) && json.Unmarshal(req.Params.Arguments, &v) == nil {
 			return runTool(ctx, t.Name, h, req, v)
 		}
 		v = *new(In)
-		b, err := json.Marshal(args)
+		b, err := json.Marshal(checked)
 		if err == nil {
 			err = json.Unmarshal(b, &v)
 		}
@@ -681,168 +629,6 @@ func runTool[In, Out any](ctx context.Context, name string, h mcp.ToolHandlerFor
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
 	}
 	return res, nil
-}
-
-// hasDefaults reports whether s or any schema inside it has a default.
-func hasDefaults(s *jsonschema.Schema) bool {
-	if s == nil {
-		return false
-	}
-	if s.Default != nil {
-		return true
-	}
-	for _, p := range s.Properties {
-		if hasDefaults(p) {
-			return true
-		}
-	}
-	return hasDefaults(s.Items) || hasDefaults(s.AdditionalProperties)
-}
-
-// exactNumbers reports whether every number in the JSON b has at most 15
-// characters, so that a float64 holds its value exactly and decoding it
-// into a field gives what decoding its re-encoding would.
-func exactNumbers(b []byte) bool {
-	run := 0
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			i = stringEnd(b, i)
-			run = 0
-		case c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E':
-			if run++; run > 15 {
-				return false
-			}
-		default:
-			run = 0
-		}
-	}
-	return true
-}
-
-// stringEnd returns the index of the quote that closes the JSON string
-// opening at b[i], or len(b) if none does.
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
-		}
-	}
-	return len(b)
-}
-
-// checkArguments validates a call's arguments against the tool's input
-// schema after applying its defaults, and returns them decoded. A failure
-// names the field and what it takes, never the value sent: the validator's
-// own messages quote values, and a value may be a secret.
-func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (map[string]any, error) {
-	args := map[string]any{}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &args); err != nil {
-			return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "must be a JSON object")
-		}
-	}
-	for k, v := range args {
-		if v == nil {
-			delete(args, k)
-		}
-	}
-	if err := resolved.ApplyDefaults(&args); err != nil {
-		return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
-	}
-	if err := resolved.Validate(&args); err != nil {
-		return nil, argumentError(args, schema, fields)
-	}
-	return args, nil
-}
-
-// argumentError finds the first field of args that schema refuses and says
-// what it takes.
-func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) error {
-	names := make([]string, 0, len(args))
-	for k := range args {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	known := make([]string, 0, len(schema.Properties))
-	for k := range schema.Properties {
-		known = append(known, k)
-	}
-	slices.Sort(known)
-	for _, k := range names {
-		if _, ok := schema.Properties[k]; !ok {
-			// The name is the caller's, and may be a secret (clipArg).
-			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", ClipArg(k), strings.Join(known, ", "))
-		}
-	}
-	for _, k := range schema.Required {
-		if _, ok := args[k]; !ok {
-			return memory.Errorf(memory.CodeInvalidArgument, k, "is required")
-		}
-	}
-	for _, k := range names {
-		v := args[k]
-		if fields[k].Validate(&v) != nil {
-			return memory.Errorf(memory.CodeInvalidArgument, k, "must be %s", takes(schema.Properties[k]))
-		}
-	}
-	return memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
-}
-
-// takes says in words what values s accepts.
-func takes(s *jsonschema.Schema) string {
-	if s == nil {
-		return "a valid value"
-	}
-	if len(s.Enum) > 0 {
-		vals := make([]string, len(s.Enum))
-		for i, v := range s.Enum {
-			vals[i] = fmt.Sprint(v)
-		}
-		return "one of " + strings.Join(vals, ", ")
-	}
-	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
-	switch s.Type {
-	case "string":
-		return "a string"
-	case "boolean":
-		return "true or false"
-	case "integer", "number":
-		kind := "a number"
-		if s.Type == "integer" {
-			kind = "a whole number"
-		}
-		switch {
-		case s.Minimum != nil && s.Maximum != nil:
-			return fmt.Sprintf("%s from %s to %s", kind, num(s.Minimum), num(s.Maximum))
-		case s.Minimum != nil:
-			return fmt.Sprintf("%s of at least %s", kind, num(s.Minimum))
-		}
-		return kind
-	case "array":
-		return "a list whose items are each " + takes(s.Items)
-	case "object":
-		if len(s.Properties) > 0 {
-			ks := make([]string, 0, len(s.Properties))
-			for k := range s.Properties {
-				ks = append(ks, k)
-			}
-			slices.Sort(ks)
-			d := "an object with the fields " + strings.Join(ks, ", ")
-			if len(s.Required) > 0 {
-				d += " (" + strings.Join(s.Required, ", ") + " required)"
-			}
-			return d
-		}
-		if s.AdditionalProperties != nil {
-			return "an object whose values are each " + takes(s.AdditionalProperties)
-		}
-		return "an object"
-	}
-	return "a valid value"
 }
 
 func errorResult(err error) *mcp.CallToolResult {

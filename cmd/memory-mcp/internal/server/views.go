@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -160,21 +159,4 @@ func Plural(n int, noun, nouns string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %s", n, nouns)
-}
-
-// ClipArg is an argument fit to quote in an error: scanned whole first,
-// so that neither a secret nor the start of one is ever shown, then cut
-// to 40 bytes on a rune boundary.
-func ClipArg(s string) string {
-	if memory.ScanKey("argument", s) != nil {
-		return "(a value shaped like a secret)"
-	}
-	if len(s) > 40 {
-		n := 40
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		return s[:n] + "…"
-	}
-	return s
 }
