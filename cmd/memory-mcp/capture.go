@@ -98,3 +98,11 @@ func sessionRoot(dir, explicit string) (string, error) {
 	}
 	return root, nil
 }
+
+func runCapture(c *cli, args []string) error {
+	f := newFlags(c, "capture").withJSON()
+	if _, err := f.parse(args, 0, 0); err != nil {
+		return err
+	}
+	return captureCLI(c.ctx, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stdin, c.stdout, c.stderr, f.JSON())
+}

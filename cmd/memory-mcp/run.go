@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-
-	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
 // run is the whole program: args without the program name, the environment,
@@ -51,38 +49,6 @@ func wantsHelp(args []string) bool {
 	return false
 }
 
-func runRead(c *cli, args []string) error {
-	f := newFlags(c, "read").withJSON()
-	query := f.String("query", "", "put memories relevant to this first")
-	maxTokens := f.Int("max-tokens", 0, "token budget (default PROMETHEUS_MEMORY_TOKEN_BUDGET or 1500)")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if *maxTokens < 0 {
-		return fmt.Errorf("read: --max-tokens must not be negative")
-	}
-	return c.app(func(a *app, log *slog.Logger) error {
-		rep, err := a.Sync(c.ctx)
-		if err != nil {
-			return err
-		}
-		for _, p := range rep.Problems {
-			fmt.Fprintf(c.stderr, "memory-mcp: %s not accepted: %s\n", p.Path, p.Reason)
-		}
-		b, err := a.Recall(c.ctx, *query, nil, *maxTokens)
-		if err != nil {
-			return err
-		}
-		if f.JSON() {
-			return printJSON(c.stdout, server.ReadOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: server.Problems(rep)})
-		}
-		if b.Markdown != "" {
-			_, err = io.WriteString(c.stdout, b.Markdown+"\n")
-		}
-		return err
-	})
-}
-
 // defaulting is getenv with a default for one variable.
 func defaulting(getenv func(string) string, name, value string) func(string) string {
 	return func(k string) string {
@@ -109,12 +75,4 @@ func withApp(ctx context.Context, getenv func(string) string, stderr io.Writer, 
 		log.Warn("could not record the project root", "err", err)
 	}
 	return fn(a, log)
-}
-
-func runToken(c *cli, args []string) error {
-	if wantsHelp(args) {
-		fmt.Fprint(c.stdout, tokenUsage)
-		return errHelp
-	}
-	return tokenCmd(c.ctx, args, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stdout, c.stderr)
 }

@@ -144,3 +144,11 @@ func clipSecret(s string) string {
 	}
 	return clipArg(s)
 }
+
+func runToken(c *cli, args []string) error {
+	if wantsHelp(args) {
+		fmt.Fprint(c.stdout, tokenUsage)
+		return errHelp
+	}
+	return tokenCmd(c.ctx, args, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stdout, c.stderr)
+}
