@@ -26,24 +26,13 @@ func newWorker(cfg Config, st *memory.Store, log *slog.Logger) (*embed.Worker, e
 	return embed.NewWorker(c, queue{st}, log), nil
 }
 
-// queue is the store's embedding queue as the worker sees it.
+// queue is the store as the worker sees its embedding queue: its
+// results in the worker's terms.
 type queue struct{ *memory.Store }
 
 func (q queue) OtherModels(ctx context.Context, model string) (bool, error) {
 	st, err := q.EmbedStatus(ctx, model)
 	return len(st.Others) > 0, err
-}
-
-func (q queue) Queued(ctx context.Context, model string) (int, error) {
-	return q.EmbedQueued(ctx, model)
-}
-
-func (q queue) Lease(ctx context.Context, holder string, d time.Duration) (bool, error) {
-	return q.LeaseEmbedding(ctx, holder, d)
-}
-
-func (q queue) Release(ctx context.Context, holder string) error {
-	return q.ReleaseEmbedding(ctx, holder)
 }
 
 func (q queue) EmbedPending(ctx context.Context, model string, c *embed.Client, n int) (embed.Result, error) {

@@ -11,29 +11,7 @@ import (
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/jsonl"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/memory"
-	"prom.codes/memory-mcp/scope"
 )
-
-// graphLine is one line of the reference MCP memory server's JSONL
-// knowledge graph: an entity or a relation.
-type graphLine struct {
-	Type         string   `json:"type"`
-	Name         string   `json:"name"`
-	EntityType   string   `json:"entityType"`
-	Observations []string `json:"observations"`
-	From         string   `json:"from"`
-	To           string   `json:"to"`
-	RelationType string   `json:"relationType"`
-}
-
-type entity struct {
-	line      int
-	name      string
-	kind      string
-	obs       []string
-	relations []string
-	refused   bool
-}
 
 // importGraph turns a knowledge graph into project semantic records: one
 // per entity, its observations as the body, its type in the description
@@ -41,9 +19,9 @@ type entity struct {
 // The whole graph is read first, since a relation may come before its
 // entities.
 func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importResult) error {
-	var ents []*entity
-	byName := map[string]*entity{}
-	byKey := map[string]*entity{}
+	var ents []*jsonl.Entity
+	byName := map[string]*jsonl.Entity{}
+	byKey := map[string]*jsonl.Entity{}
 	type relation struct {
 		line           int
 		from, to, kind string
@@ -60,7 +38,7 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importRes
 			res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", jsonl.MaxLine)})
 			return nil
 		}
-		var g graphLine
+		var g jsonl.GraphLine
 		if err := json.Unmarshal(line, &g); err != nil {
 			res.Refused = append(res.Refused, refusal{n, jsonl.Reason(err)})
 			return nil
@@ -74,15 +52,15 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importRes
 			if e := byName[g.Name]; e != nil {
 				// The reference server keeps one entity per name; a repeat
 				// adds its observations.
-				e.obs = append(e.obs, g.Observations...)
+				e.Observations = append(e.Observations, g.Observations...)
 				return nil
 			}
 			key := memory.Slug(g.Name)
 			if other := byKey[key]; other != nil {
-				res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("conflict: name makes the same key %q as the entity on line %d; rename one", key, other.line)})
+				res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("conflict: name makes the same key %q as the entity on line %d; rename one", key, other.Line)})
 				return nil
 			}
-			e := &entity{line: n, name: g.Name, kind: g.EntityType, obs: g.Observations}
+			e := &jsonl.Entity{Line: n, Name: g.Name, Kind: g.EntityType, Observations: g.Observations}
 			ents = append(ents, e)
 			byName[g.Name], byKey[key] = e, e
 		case "relation":
@@ -113,60 +91,24 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importRes
 			continue
 		}
 		if from != nil {
-			from.relations = append(from.relations, line)
+			from.Relations = append(from.Relations, line)
 		}
 		if to != nil && to != from {
-			to.relations = append(to.relations, line)
+			to.Relations = append(to.Relations, line)
 		}
 	}
 	for _, e := range ents {
 		if err := c.ctx.Err(); err != nil {
 			return err
 		}
-		w := entityWrite(e)
+		w := e.Write()
 		if res.DryRun {
-			res.dryRun(c.ctx, a.Store, a.Proj.ID, e.line, w)
+			res.dryRun(c.ctx, a.Store, a.Proj.ID, e.Line, w)
 			continue
 		}
 		start := time.Now()
 		got, created, err := a.Store.Put(c.ctx, a.Proj, w)
-		res.count(e.line, got, created, start, err)
+		res.count(e.Line, got, created, start, err)
 	}
 	return nil
-}
-
-func entityWrite(e *entity) memory.Write {
-	var b strings.Builder
-	for _, o := range e.obs {
-		fmt.Fprintf(&b, "- %s\n", strings.Join(strings.Fields(o), " "))
-	}
-	if len(e.relations) > 0 {
-		if b.Len() > 0 {
-			b.WriteString("\n")
-		}
-		b.WriteString("## Relations\n\n")
-		for _, r := range e.relations {
-			fmt.Fprintf(&b, "- %s\n", r)
-		}
-	}
-	desc := e.name
-	var tags []string
-	if k := strings.TrimSpace(e.kind); k != "" {
-		desc += " (" + k + ")"
-		tag := memory.Slug(k)
-		if len(tag) > memory.MaxTagLen {
-			tag = tag[:memory.MaxTagLen]
-		}
-		tags = append(tags, tag)
-	}
-	tags = append(tags, "server-memory")
-	meta := map[string]string{"entity": e.name}
-	if e.kind != "" {
-		meta["entity_type"] = e.kind
-	}
-	return memory.Write{
-		Scope: scope.Project, Type: memory.Semantic, Key: memory.Slug(e.name),
-		Description: strings.Join(strings.Fields(desc), " "), Body: b.String(), Tags: tags,
-		Source: memory.FromCLI, Metadata: meta,
-	}
 }

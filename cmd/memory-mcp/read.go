@@ -23,9 +23,7 @@ func runRead(c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		for _, p := range rep.Problems {
-			fmt.Fprintf(c.stderr, "memory-mcp: %s not accepted: %s\n", p.Path, p.Reason)
-		}
+		printProblems(c.stderr, server.Problems(rep))
 		b, err := a.Recall(c.ctx, *query, nil, *maxTokens)
 		if err != nil {
 			return err

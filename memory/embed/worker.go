@@ -23,13 +23,13 @@ type Queue interface {
 	// QueueOthersEmbedded queues the records with another model's vector
 	// but none of model, returning how many.
 	QueueOthersEmbedded(ctx context.Context, model string) (int, error)
-	// Queued counts the records still to try with model.
-	Queued(ctx context.Context, model string) (int, error)
-	// Lease takes or renews the queue for holder for d; it reports false
-	// while another holder has it.
-	Lease(ctx context.Context, holder string, d time.Duration) (bool, error)
-	// Release hands holder's lease back.
-	Release(ctx context.Context, holder string) error
+	// EmbedQueued counts the records still to try with model.
+	EmbedQueued(ctx context.Context, model string) (int, error)
+	// LeaseEmbedding takes or renews the queue for holder for d; it
+	// reports false while another holder has it.
+	LeaseEmbedding(ctx context.Context, holder string, d time.Duration) (bool, error)
+	// ReleaseEmbedding hands holder's lease back.
+	ReleaseEmbedding(ctx context.Context, holder string) error
 	// EmbedPending embeds up to n queued records with c.
 	EmbedPending(ctx context.Context, model string, c *Client, n int) (Result, error)
 }
@@ -153,7 +153,7 @@ func (w *Worker) loop(ctx context.Context) {
 	holder := rand.Text()
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		w.queue.Release(rctx, holder)
+		w.queue.ReleaseEmbedding(rctx, holder)
 		cancel()
 	}()
 	if err := w.queue.WarmVectors(ctx, model); err != nil && ctx.Err() == nil {
@@ -181,7 +181,7 @@ func (w *Worker) loop(ctx context.Context) {
 	lastLog, lastLook := time.Now(), time.Now()
 	var pause time.Duration
 	for ctx.Err() == nil {
-		waiting, err := w.queue.Queued(ctx, model)
+		waiting, err := w.queue.EmbedQueued(ctx, model)
 		if err != nil || waiting == 0 {
 			if err != nil && ctx.Err() == nil {
 				w.log.Debug("embeddings", "err", err)
@@ -204,7 +204,7 @@ func (w *Worker) loop(ctx context.Context) {
 			continue
 		}
 		var res Result
-		held, err := w.queue.Lease(ctx, holder, leaseFor)
+		held, err := w.queue.LeaseEmbedding(ctx, holder, leaseFor)
 		if err == nil && held {
 			res, err = w.queue.EmbedPending(ctx, model, w.client, Batch)
 		}

@@ -1,6 +1,7 @@
-// Package jsonl is the JSON lines format of export and import: one
+// Package jsonl is the JSON lines formats of export and import: one
 // record a line, every field present, and the identity each line's
-// project field names. It imports memory and scope.
+// project field names; and the knowledge graph of the reference MCP
+// memory server, an entity or a relation a line. It imports memory and scope.
 package jsonl
 
 import (
@@ -154,4 +155,64 @@ func Reason(err error) string {
 		return fmt.Sprintf("field %q has the wrong type (want %s)", te.Field, te.Type)
 	}
 	return "not a JSON object of the expected shape"
+}
+
+// GraphLine is one line of the reference MCP memory server's JSONL
+// knowledge graph: an entity or a relation.
+type GraphLine struct {
+	Type         string   `json:"type"`
+	Name         string   `json:"name"`
+	EntityType   string   `json:"entityType"`
+	Observations []string `json:"observations"`
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	RelationType string   `json:"relationType"`
+}
+
+// Entity is one entity of a knowledge graph, with the relations that
+// have it at either end, written out.
+type Entity struct {
+	Line         int // where the graph names it first
+	Name, Kind   string
+	Observations []string
+	Relations    []string
+}
+
+// Write is the record e is imported as: a project semantic record, its
+// observations as the body, its type in the description and tags, and
+// its relations after the observations.
+func (e *Entity) Write() memory.Write {
+	var b strings.Builder
+	for _, o := range e.Observations {
+		fmt.Fprintf(&b, "- %s\n", strings.Join(strings.Fields(o), " "))
+	}
+	if len(e.Relations) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("## Relations\n\n")
+		for _, r := range e.Relations {
+			fmt.Fprintf(&b, "- %s\n", r)
+		}
+	}
+	desc := e.Name
+	var tags []string
+	if k := strings.TrimSpace(e.Kind); k != "" {
+		desc += " (" + k + ")"
+		tag := memory.Slug(k)
+		if len(tag) > memory.MaxTagLen {
+			tag = tag[:memory.MaxTagLen]
+		}
+		tags = append(tags, tag)
+	}
+	tags = append(tags, "server-memory")
+	meta := map[string]string{"entity": e.Name}
+	if e.Kind != "" {
+		meta["entity_type"] = e.Kind
+	}
+	return memory.Write{
+		Scope: scope.Project, Type: memory.Semantic, Key: memory.Slug(e.Name),
+		Description: strings.Join(strings.Fields(desc), " "), Body: b.String(), Tags: tags,
+		Source: memory.FromCLI, Metadata: meta,
+	}
 }
