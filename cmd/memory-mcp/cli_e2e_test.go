@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/jsonl"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/scope"
@@ -162,7 +163,7 @@ func TestTwoImportsAtOnce(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(exp))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var l exportLine
+		var l jsonl.Line
 		must(t, json.Unmarshal(sc.Bytes(), &l))
 		if seen[l.Key] {
 			t.Fatalf("%s exported twice", l.Key)

@@ -1,4 +1,10 @@
-package main
+// Package server serves an App over MCP: the tools, resources and prompts,
+// the middleware that gives every failure a stable code, the stdio
+// transport with its line filter, and the team server over Streamable
+// HTTP (its bearer tokens checked by package auth). It is the only
+// package besides tests that imports the MCP SDK; it imports memory,
+// memory/embed, mirror, weave, scope and secrets, never package main.
+package server
 
 import (
 	"context"
@@ -19,9 +25,9 @@ import (
 	"prom.codes/memory-mcp/weave"
 )
 
-// server is the MCP face of an app.
-type server struct {
-	app  *app
+// Server is the MCP face of an App: its tools, resources and prompts.
+type Server struct {
+	app  *App
 	mcp  *mcp.Server
 	impl *mcp.Implementation
 	log  *slog.Logger
@@ -42,9 +48,10 @@ const guide = `memory-mcp keeps what this team learned, decided and agreed, acro
 // instructionsBudget caps the initialize instructions, guide and index together.
 const instructionsBudget = 500
 
-func newServer(a *app, log *slog.Logger) *server {
-	srv := &server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1)}
-	srv.impl = &mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: serverVersion()}
+// New returns the MCP server of a, logging to log.
+func New(a *App, log *slog.Logger) *Server {
+	srv := &Server{app: a, log: log, subs: map[string]int{}, kick: make(chan struct{}, 1)}
+	srv.impl = &mcp.Implementation{Name: "memory-mcp", Title: "memory-mcp", Version: a.Version}
 	srv.mcp = mcp.NewServer(srv.impl, &mcp.ServerOptions{
 		Instructions:       guide,
 		Logger:             quieter(log),
@@ -94,7 +101,7 @@ func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.W
 
 // recoverer turns a panic in any handler into an error for that request,
 // so one bad call never ends the session.
-func (srv *server) recoverer(next mcp.MethodHandler) mcp.MethodHandler {
+func (srv *Server) recoverer(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -114,7 +121,7 @@ func (srv *server) recoverer(next mcp.MethodHandler) mcp.MethodHandler {
 
 // argumentErrors gives the SDK's own argument validation failures the
 // invalid_argument code every other bad argument gets.
-func (srv *server) argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
+func (srv *Server) argumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if r, ok := res.(*mcp.CallToolResult); ok && err == nil && r.IsError && len(r.Content) == 1 {
@@ -140,7 +147,7 @@ func hasCode(s string) bool {
 // that caps it takes longer to load than initialize may wait, so the text
 // comes from the database, where a server saved it after its last change;
 // without one, the guide says how many memories there are.
-func (srv *server) instructions(next mcp.MethodHandler) mcp.MethodHandler {
+func (srv *Server) instructions(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if err != nil {
@@ -158,11 +165,11 @@ func (srv *server) instructions(next mcp.MethodHandler) mcp.MethodHandler {
 
 const instructionsCache = "instructions"
 
-func (srv *server) instructionsText(ctx context.Context) string {
-	if text, ok, err := srv.app.store.Cached(ctx, srv.app.cfg.Project, instructionsCache); err == nil && ok {
+func (srv *Server) instructionsText(ctx context.Context) string {
+	if text, ok, err := srv.app.Store.Cached(ctx, srv.app.Project, instructionsCache); err == nil && ok {
 		return text
 	}
-	n, err := srv.app.store.CountAll(ctx, srv.app.cfg.Project)
+	n, err := srv.app.Store.CountAll(ctx, srv.app.Project)
 	if err != nil || n == 0 {
 		return guide
 	}
@@ -171,11 +178,11 @@ func (srv *server) instructionsText(ctx context.Context) string {
 
 // refreshInstructions recomputes the capped instructions, if the
 // tokenizer is loaded, and saves them for the next initialize.
-func (srv *server) refreshInstructions(ctx context.Context) {
-	if !srv.app.weaver.Ready() {
+func (srv *Server) refreshInstructions(ctx context.Context) {
+	if !srv.app.Weaver.Ready() {
 		return
 	}
-	stamp, err := srv.app.store.CacheStamp(ctx, srv.app.cfg.Project)
+	stamp, err := srv.app.Store.CacheStamp(ctx, srv.app.Project)
 	if err != nil {
 		srv.log.Warn("index for instructions", "err", err)
 		return
@@ -187,24 +194,24 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 		if len(recs) >= indexRowsAtInit {
 			break
 		}
-		rs, err := srv.app.store.Effective(ctx, srv.app.cfg.Project, []memory.Type{t}, indexRowsAtInit-len(recs))
+		rs, err := srv.app.Store.Effective(ctx, srv.app.Project, []memory.Type{t}, indexRowsAtInit-len(recs))
 		if err != nil {
 			srv.log.Warn("index for instructions", "err", err)
 			return
 		}
 		recs = append(recs, rs...)
 	}
-	total, err := srv.app.store.CountAll(ctx, srv.app.cfg.Project)
+	total, err := srv.app.Store.CountAll(ctx, srv.app.Project)
 	if err != nil {
 		srv.log.Warn("index for instructions", "err", err)
 		return
 	}
 	text := guide
-	budget := instructionsBudget - srv.app.weaver.Count(guide+"\n\n")
-	if idx, _ := srv.app.weaver.Index(recs, budget, total-len(recs)); idx != "" {
+	budget := instructionsBudget - srv.app.Weaver.Count(guide+"\n\n")
+	if idx, _ := srv.app.Weaver.Index(recs, budget, total-len(recs)); idx != "" {
 		text = guide + "\n\n" + idx
 	}
-	if err := srv.app.store.SetCachedAt(ctx, srv.app.cfg.Project, instructionsCache, text, stamp); err != nil {
+	if err := srv.app.Store.SetCachedAt(ctx, srv.app.Project, instructionsCache, text, stamp); err != nil {
 		srv.log.Warn("save instructions", "err", err)
 	}
 }
@@ -220,18 +227,18 @@ func (srv *server) refreshInstructions(ctx context.Context) {
 // recall). Changes not yet in the saved instructions when the server
 // stops are refreshed one last time on its way out, loading the tokenizer
 // then if need be, so the next session starts with them.
-func (srv *server) instructionsLoop(ctx context.Context) {
+func (srv *Server) instructionsLoop(ctx context.Context) {
 	// A database that has records but no saved instructions (filled by the
 	// command line, an import, or an older version) gets them too.
 	dirty := false
-	if _, ok, err := srv.app.store.Cached(ctx, srv.app.cfg.Project, instructionsCache); err == nil && !ok {
-		n, err := srv.app.store.CountAll(ctx, srv.app.cfg.Project)
+	if _, ok, err := srv.app.Store.Cached(ctx, srv.app.Project, instructionsCache); err == nil && !ok {
+		n, err := srv.app.Store.CountAll(ctx, srv.app.Project)
 		dirty = err == nil && n > 0
 	}
 	poll := time.NewTicker(refreshPoll)
 	defer poll.Stop()
 	for {
-		if dirty && srv.app.weaver.Ready() {
+		if dirty && srv.app.Weaver.Ready() {
 			srv.refreshInstructions(ctx)
 			dirty = false
 		}
@@ -265,11 +272,11 @@ func (srv *server) instructionsLoop(ctx context.Context) {
 
 // finalRefresh refreshes the instructions after ctx has ended, loading
 // the tokenizer if need be.
-func (srv *server) finalRefresh(ctx context.Context) {
+func (srv *Server) finalRefresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	if !srv.app.weaver.Ready() {
-		srv.app.weaver.Preload()
+	if !srv.app.Weaver.Ready() {
+		srv.app.Weaver.Preload()
 		srv.app.noteTokenizer("the instructions")
 	}
 	srv.refreshInstructions(ctx)
@@ -309,14 +316,14 @@ func settle(ctx context.Context, kick <-chan struct{}, quiet, max time.Duration)
 // fit in the cap. They are read with their bodies, so it is kept tight.
 const indexRowsAtInit = instructionsBudget / 8
 
-func (srv *server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
+func (srv *Server) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
 	srv.mu.Lock()
 	srv.subs[req.Params.URI]++
 	srv.mu.Unlock()
 	return nil
 }
 
-func (srv *server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+func (srv *Server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	srv.mu.Lock()
 	if srv.subs[req.Params.URI]--; srv.subs[req.Params.URI] <= 0 {
 		delete(srv.subs, req.Params.URI)
@@ -327,7 +334,7 @@ func (srv *server) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) e
 
 // changed tells subscribers of the index, the recall block and the record
 // that they may read something new.
-func (srv *server) changed(ctx context.Context, recs ...memory.Record) {
+func (srv *Server) changed(ctx context.Context, recs ...memory.Record) {
 	uris := []string{"memory://index", "memory://recall"}
 	for _, r := range recs {
 		uris = append(uris, recordURI(r))
@@ -352,7 +359,7 @@ func (srv *server) changed(ctx context.Context, recs ...memory.Record) {
 }
 
 // purgeLoop deletes expired records now and then; reads already hide them.
-func (srv *server) purgeLoop(ctx context.Context, every time.Duration) {
+func (srv *Server) purgeLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -360,7 +367,7 @@ func (srv *server) purgeLoop(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n, err := srv.app.purge(ctx)
+			n, err := srv.app.Purge(ctx)
 			if err != nil && !errors.Is(err, context.Canceled) {
 				srv.log.Warn("purge", "err", err)
 			} else if n > 0 {
@@ -370,7 +377,7 @@ func (srv *server) purgeLoop(ctx context.Context, every time.Duration) {
 	}
 }
 
-func (srv *server) addResources(s *mcp.Server) {
+func (srv *Server) addResources(s *mcp.Server) {
 	s.AddResource(&mcp.Resource{
 		URI: "memory://index", Name: "index", Title: "Memory index", MIMEType: "text/markdown",
 		Description: "A markdown table of every effective memory: key, description, type, scope.",
@@ -378,11 +385,11 @@ func (srv *server) addResources(s *mcp.Server) {
 		if _, err := srv.sync(ctx); err != nil {
 			return nil, resourceError(err)
 		}
-		recs, err := srv.app.store.Index(ctx, srv.app.cfg.Project, 0)
+		recs, err := srv.app.Store.Index(ctx, srv.app.Project, 0)
 		if err != nil {
 			return nil, resourceError(err)
 		}
-		md, _ := srv.app.weaver.Index(recs, 0, 0)
+		md, _ := srv.app.Weaver.Index(recs, 0, 0)
 		return markdown(req.Params.URI, md), nil
 	})
 	s.AddResource(&mcp.Resource{
@@ -392,7 +399,7 @@ func (srv *server) addResources(s *mcp.Server) {
 		if _, err := srv.sync(ctx); err != nil {
 			return nil, resourceError(err)
 		}
-		b, err := srv.app.recall(ctx, "", nil, 0)
+		b, err := srv.app.Recall(ctx, "", nil, 0)
 		if err != nil {
 			return nil, resourceError(err)
 		}
@@ -419,7 +426,7 @@ func (srv *server) addResources(s *mcp.Server) {
 		if _, err := srv.sync(ctx); err != nil {
 			return nil, resourceError(err)
 		}
-		rec, err := srv.app.store.Get(ctx, srv.app.cfg.Project, memory.Selector{Key: parts[2], Type: t, Scope: &l})
+		rec, err := srv.app.Store.Get(ctx, srv.app.Project, memory.Selector{Key: parts[2], Type: t, Scope: &l})
 		if errors.Is(err, memory.ErrNotFound) || errors.Is(err, memory.ErrInvalidArgument) {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
@@ -440,7 +447,7 @@ func resourceError(err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: toolError(err).Error()}
 }
 
-func (srv *server) addPrompts(s *mcp.Server) {
+func (srv *Server) addPrompts(s *mcp.Server) {
 	s.AddPrompt(&mcp.Prompt{
 		Name: "recall", Title: "Recall project memory",
 		Description: "The woven recall block of this project's facts and procedures, ready to read before a task.",
@@ -458,7 +465,7 @@ func (srv *server) addPrompts(s *mcp.Server) {
 		if _, err := srv.sync(ctx); err != nil {
 			return nil, resourceError(err)
 		}
-		b, err := srv.app.recall(ctx, req.Params.Arguments["query"], nil, max)
+		b, err := srv.app.Recall(ctx, req.Params.Arguments["query"], nil, max)
 		if err != nil {
 			return nil, resourceError(err)
 		}
@@ -475,10 +482,13 @@ func (srv *server) addPrompts(s *mcp.Server) {
 
 // sync brings in the markdown files and tells subscribers when that changed
 // anything.
-func (srv *server) sync(ctx context.Context) (mirror.Report, error) {
-	rep, err := srv.app.sync(ctx)
+func (srv *Server) sync(ctx context.Context) (mirror.Report, error) {
+	rep, err := srv.app.Sync(ctx)
 	if err == nil && len(rep.Imported)+len(rep.Renamed)+len(rep.Deleted) > 0 {
 		srv.changed(ctx)
 	}
 	return rep, err
 }
+
+// MCP is the SDK server, for connecting a transport of one's own.
+func (srv *Server) MCP() *mcp.Server { return srv.mcp }

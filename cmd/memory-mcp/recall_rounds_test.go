@@ -40,7 +40,7 @@ func TestRecallReadsMoreWhenItFits(t *testing.T) {
 			typ, conf = memory.Procedural, float64(i%10)/10
 		}
 		lvl := []scope.Level{scope.Workspace, scope.System}[i%2]
-		rec, _, err := a.store.Put(ctx, p, memory.Write{Scope: lvl, Type: typ, Key: fmt.Sprintf("note-%03d", i), Body: fmt.Sprintf("Fact %d.", i), Confidence: &conf})
+		rec, _, err := a.Store.Put(ctx, p, memory.Write{Scope: lvl, Type: typ, Key: fmt.Sprintf("note-%03d", i), Body: fmt.Sprintf("Fact %d.", i), Confidence: &conf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,26 +51,26 @@ func TestRecallReadsMoreWhenItFits(t *testing.T) {
 	// Procedures of low confidence are used once more: procedures rank by
 	// use, not by confidence.
 	for i := len(ids) - 1; i >= 0; i-- {
-		if err := a.store.Touch(ctx, []string{ids[i]}); err != nil {
+		if err := a.Store.Touch(ctx, []string{ids[i]}); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 && i%10 < 3 {
-			if err := a.store.Touch(ctx, []string{ids[i]}); err != nil {
+			if err := a.Store.Touch(ctx, []string{ids[i]}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	for _, budget := range []int{300, 1500, 8000} {
-		all, err := a.store.Effective(ctx, cfg.Project, recallTypes, 0)
+		all, err := a.Store.Effective(ctx, cfg.Project, []memory.Type{memory.Semantic, memory.Procedural}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		total, err := a.store.CountAll(ctx, cfg.Project)
+		total, err := a.Store.CountAll(ctx, cfg.Project)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := a.weaver.Weave(all, weave.Options{MaxTokens: budget, Unlisted: total - len(all)})
-		got, err := a.recall(ctx, "", nil, budget)
+		want := a.Weaver.Weave(all, weave.Options{MaxTokens: budget, Unlisted: total - len(all)})
+		got, err := a.Recall(ctx, "", nil, budget)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -368,3 +368,6 @@ func TestRefusalsCarryAJSONRPCCode(t *testing.T) {
 	}
 	h.exit(10 * time.Second)
 }
+
+// maxLine is the longest input line the server passes on.
+const maxLine = 16 << 20

@@ -22,13 +22,13 @@ import (
 // process that only asks the database is told; a sync after only tools'
 // writes finds nothing to import, delete or refuse; every hand edit is
 // imported by the next sync; and at the end every file holds its record.
-func TestAttackOwnPutTwoProcessesRandom(t *testing.T) {
+func TestOwnPutTwoProcessesRandom(t *testing.T) {
 	for seed := uint64(1); seed <= 16; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { attackMirror(t, seed, 150) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomOwnPuts(t, seed, 150) })
 	}
 }
 
-func attackMirror(t *testing.T, seed uint64, steps int) {
+func randomOwnPuts(t *testing.T, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	dbPath := filepath.Join(t.TempDir(), "memory.db")
 	root := t.TempDir()

@@ -1,4 +1,7 @@
-package main
+// Package progress draws a progress bar on a terminal, and nothing
+// anywhere else: a pipe, a file or a log never sees it. It imports the
+// standard library and golang.org/x/term.
+package progress
 
 import (
 	"fmt"
@@ -17,9 +20,9 @@ type terminal interface {
 	IsTerminal() bool
 }
 
-// isTerminal reports whether v is a terminal: not a pipe, a file or
+// IsTerminal reports whether v is a terminal: not a pipe, a file or
 // /dev/null.
-func isTerminal(v any) bool {
+func IsTerminal(v any) bool {
 	if t, ok := v.(terminal); ok {
 		return t.IsTerminal()
 	}
@@ -34,10 +37,9 @@ const redrawEvery = 100 * time.Millisecond
 // barWidth is the width of the bar between its brackets.
 const barWidth = 30
 
-// progress draws one line on a terminal's stderr showing how far a long
-// operation has got, and nothing anywhere else: a pipe, a file or a log
-// never sees it. It is safe for use by several goroutines.
-type progress struct {
+// Bar draws one line on a terminal showing how far a long operation has
+// got. It is safe for use by several goroutines.
+type Bar struct {
 	w     io.Writer // nil: not a terminal, draw nothing
 	label string
 	unit  string // "bytes" counts in sizes; anything else is a noun for a count
@@ -50,31 +52,27 @@ type progress struct {
 	at    time.Time
 }
 
-// progress returns a bar on c's stderr, drawn only when stderr is a
-// terminal. total is how many units the operation has (0 when unknown);
-// unit is "bytes" or the noun counted, e.g. "records".
-func (c *cli) progress(label string, total int64, unit string) *progress {
-	return newProgress(c.stderr, label, total, unit)
-}
-
-func newProgress(w io.Writer, label string, total int64, unit string) *progress {
-	p := &progress{label: label, unit: unit, total: max(total, 0), now: time.Now}
-	if isTerminal(w) {
+// New returns a bar labelled label on w, drawn only when w is a terminal.
+// total is how many units the operation has (0 when unknown); unit is
+// "bytes" or the noun counted, e.g. "records".
+func New(w io.Writer, label string, total int64, unit string) *Bar {
+	p := &Bar{label: label, unit: unit, total: max(total, 0), now: time.Now}
+	if IsTerminal(w) {
 		p.w = w
 	}
 	return p
 }
 
-// add counts n more units done.
-func (p *progress) add(n int64) {
+// Add counts n more units done.
+func (p *Bar) Add(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done += n
 	p.draw()
 }
 
-// set says how many units are done, and how many in all when total > 0.
-func (p *progress) set(done, total int64) {
+// Set says how many units are done, and how many in all when total > 0.
+func (p *Bar) Set(done, total int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.done = done
@@ -86,7 +84,7 @@ func (p *progress) set(done, total int64) {
 
 // draw puts the line on the terminal when it changed, at most every
 // redrawEvery unless the operation just reached its end. p.mu is held.
-func (p *progress) draw() {
+func (p *Bar) draw() {
 	if p.w == nil {
 		return
 	}
@@ -106,7 +104,7 @@ func (p *progress) draw() {
 
 // movedPercent reports whether line shows another whole percent than the
 // line on the terminal: each percent is drawn, however fast they come.
-func (p *progress) movedPercent(line string) bool {
+func (p *Bar) movedPercent(line string) bool {
 	pct := func(s string) string {
 		if i := strings.Index(s, "%"); i >= 3 {
 			return s[i-3 : i]
@@ -118,10 +116,10 @@ func (p *progress) movedPercent(line string) bool {
 
 // line is the text of the bar: with a total, a bar, the percentage and the
 // counts; without, the count so far.
-func (p *progress) line() string {
+func (p *Bar) line() string {
 	count := func(n int64) string {
 		if p.unit == "bytes" {
-			return size(n)
+			return Size(n)
 		}
 		return fmt.Sprint(n)
 	}
@@ -137,9 +135,9 @@ func (p *progress) line() string {
 		done*100/p.total, count(done), count(p.total))
 }
 
-// finish clears the line, leaving the terminal as it was for the
+// Finish clears the line, leaving the terminal as it was for the
 // command's own summary.
-func (p *progress) finish() {
+func (p *Bar) Finish() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.w != nil && p.shown != "" {
@@ -148,9 +146,9 @@ func (p *progress) finish() {
 	}
 }
 
-// watchFile draws p from the size of the file at path, growing while fn
+// WatchFile draws p from the size of the file at path, growing while fn
 // runs: for copies that report no progress of their own.
-func (p *progress) watchFile(path string, fn func() error) error {
+func (p *Bar) WatchFile(path string, fn func() error) error {
 	if p.w == nil {
 		return fn()
 	}
@@ -166,7 +164,7 @@ func (p *progress) watchFile(path string, fn func() error) error {
 				return
 			case <-tick.C:
 				if fi, err := os.Stat(path); err == nil {
-					p.set(fi.Size(), 0)
+					p.Set(fi.Size(), 0)
 				}
 			}
 		}
@@ -175,7 +173,20 @@ func (p *progress) watchFile(path string, fn func() error) error {
 	close(stop)
 	<-done
 	if fi, serr := os.Stat(path); err == nil && serr == nil {
-		p.set(fi.Size(), 0)
+		p.Set(fi.Size(), 0)
 	}
 	return err
+}
+
+// Size is n bytes in words, like 1.5 MiB.
+func Size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -2,195 +2,24 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/agent"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
 )
-
-func runStats(c *cli, args []string) error {
-	f := newFlags(c, "stats").withJSON()
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	return c.app(func(a *app, log *slog.Logger) error {
-		st, err := a.store.Stats(c.ctx)
-		if err != nil {
-			return err
-		}
-		if st.Counts == nil {
-			st.Counts = []memory.Count{}
-		}
-		if f.JSON() {
-			return printJSON(c.stdout, st)
-		}
-		w := c.stdout
-		fmt.Fprintf(w, "database  %s (%s, schema %d)\n", st.Path, size(st.Bytes), st.Schema)
-		fmt.Fprintf(w, "records   %d in %s and the shared scopes\n", st.Records, plural(int(st.Projects), "project", "projects"))
-		if st.Oldest != nil {
-			fmt.Fprintf(w, "oldest    %s\nnewest    %s\n", st.Oldest.Format(time.RFC3339), st.Newest.Format(time.RFC3339))
-		}
-		if len(st.Counts) > 0 {
-			fmt.Fprintf(w, "\n%-10s  %-11s  %7s\n", "SCOPE", "TYPE", "RECORDS")
-			for _, n := range st.Counts {
-				fmt.Fprintf(w, "%-10s  %-11s  %7d\n", n.Scope, n.Type, n.N)
-			}
-		}
-		return nil
-	})
-}
-
-func runProjects(c *cli, args []string) error {
-	if len(args) > 0 && args[0] == "move" {
-		return runProjectsMove(c, args[1:])
-	}
-	f := newFlags(c, "projects").withJSON()
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	return c.app(func(a *app, log *slog.Logger) error {
-		ps, err := a.store.Projects(c.ctx)
-		if err != nil {
-			return err
-		}
-		if ps == nil {
-			ps = []memory.ProjectInfo{}
-		}
-		if f.JSON() {
-			return printJSON(c.stdout, ps)
-		}
-		fmt.Fprintf(c.stdout, "%-8s  %7s  %-20s  %s\n", "PROJECT", "RECORDS", "LAST USED", "ROOT")
-		for _, p := range ps {
-			last := "-"
-			if p.LastUsed != nil {
-				last = p.LastUsed.Local().Format("2006-01-02 15:04")
-			}
-			root := p.Root
-			if root == "" {
-				root = "(unknown)"
-			}
-			mark := ""
-			if p.ID == a.cfg.Project {
-				mark = "  (this project)"
-			}
-			fmt.Fprintf(c.stdout, "%-8s  %7d  %-20s  %s%s\n", string(p.ID)[:8], p.Records, last, root, mark)
-		}
-		return nil
-	})
-}
-
-func runProjectsMove(c *cli, args []string) error {
-	f := newFlags(c, "projects").withJSON()
-	f.cmd.args = "move OLD_ROOT NEW_ROOT [--json]"
-	f.cmd.summary = "carry a project's records from its old root to its new one (a moved or re-cloned checkout)"
-	pos, err := f.parse(args, 2, 2)
-	if err != nil {
-		return err
-	}
-	// The old root may be gone: clean it as the server would have, without
-	// resolving symlinks it no longer has. The new one is resolved as a
-	// server there will resolve it.
-	old, err := filepath.Abs(pos[0])
-	if err != nil {
-		return fmt.Errorf("projects move: %w", err)
-	}
-	if real, err := filepath.EvalSymlinks(old); err == nil {
-		old = real
-	}
-	fi, err := os.Stat(pos[1])
-	if err != nil || !fi.IsDir() {
-		return fmt.Errorf("projects move: the new root %s is not a directory", pos[1])
-	}
-	to, err := scope.Root(pos[1], "")
-	if err != nil {
-		return fmt.Errorf("projects move: %w", err)
-	}
-	return c.app(func(a *app, log *slog.Logger) error {
-		n, err := a.store.MoveProject(c.ctx, scope.IdentityOf(old), scope.IdentityOf(to), to)
-		if err != nil {
-			return fmt.Errorf("projects move: %w", err)
-		}
-		out := struct {
-			From    string `json:"from"`
-			To      string `json:"to"`
-			Records int    `json:"records"`
-		}{old, to, n}
-		if f.JSON() {
-			return printJSON(c.stdout, out)
-		}
-		fmt.Fprintf(c.stdout, "moved %d records from %s to %s\n", n, old, to)
-		return nil
-	})
-}
-
-// buildInfo is what the binary knows of its own build.
-type buildInfo struct {
-	Version  string `json:"version"`
-	Revision string `json:"revision,omitempty"`
-	Time     string `json:"time,omitempty"`
-	Modified bool   `json:"modified,omitempty"`
-	Go       string `json:"go"`
-	Schema   int    `json:"schema_version"`
-}
-
-func readBuildInfo() buildInfo {
-	b := buildInfo{Version: "(unknown)", Go: runtime.Version(), Schema: sqlite.SchemaVersion()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return b
-	}
-	b.Version = bi.Main.Version
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			b.Revision = s.Value
-		case "vcs.time":
-			b.Time = s.Value
-		case "vcs.modified":
-			b.Modified = s.Value == "true"
-		}
-	}
-	return b
-}
-
-func runVersion(c *cli, args []string) error {
-	f := newFlags(c, "version").withJSON()
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	b := readBuildInfo()
-	if f.JSON() {
-		return printJSON(c.stdout, b)
-	}
-	line := "memory-mcp " + b.Version
-	if b.Revision != "" {
-		line += " (" + b.Revision
-		if b.Modified {
-			line += ", modified"
-		}
-		if b.Time != "" {
-			line += ", " + b.Time
-		}
-		line += ")"
-	}
-	fmt.Fprintf(c.stdout, "%s\n%s, schema %d\n", line, b.Go, b.Schema)
-	return nil
-}
 
 // check is one finding of doctor.
 type check struct {
@@ -254,7 +83,7 @@ func runDoctor(c *cli, args []string) error {
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("doctor: %s found", plural(bad, "problem", "problems"))
+		return fmt.Errorf("doctor: %s found", server.Plural(bad, "problem", "problems"))
 	}
 	return nil
 }
@@ -294,7 +123,7 @@ func (d *doctor) database(ctx context.Context, cfg Config) {
 		d.problem(area, err.Error(), "restore a backup with \"memory-mcp restore FILE\"; or move the file aside and a new, empty database is made on next use")
 		return
 	}
-	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, sqlite.SchemaVersion(), chk.Records, size(fi.Size()))
+	d.ok(area, "%s: integrity ok, schema %d of %d, %d records, %s", cfg.DBPath, chk.Schema, sqlite.SchemaVersion(), chk.Records, progress.Size(fi.Size()))
 }
 
 // openDir reports the database's directory when others may look into it.
@@ -405,7 +234,7 @@ func (d *doctor) mirror(cfg Config) {
 		}
 	}
 	if bad == 0 {
-		d.ok(area, "%s: every file accepted (%s)", dir.Path(), plural(files, "file", "files"))
+		d.ok(area, "%s: every file accepted (%s)", dir.Path(), server.Plural(files, "file", "files"))
 	}
 }
 
@@ -445,128 +274,10 @@ func memoryFileProblem(path, stem string) (reason, fix string) {
 
 // agents looks at the agent configs of the project and the user.
 func (d *doctor) agents(root string) {
-	const area = "agents"
 	home, _ := os.UserHomeDir()
-	found := 0
-	type place struct {
-		path string
-		ag   agent
+	for _, f := range agent.Check(root, home) {
+		d.checks = append(d.checks, check{Area: "agents", OK: f.OK, Detail: f.Detail, Fix: f.Fix})
 	}
-	var places []place
-	for _, ag := range agents {
-		places = append(places, place{filepath.Join(root, ag.file), ag})
-	}
-	if home != "" {
-		places = append(places,
-			place{filepath.Join(home, ".cursor", "mcp.json"), agents[1]},
-			place{filepath.Join(home, ".codex", "config.toml"), agents[3]},
-			place{filepath.Join(home, ".claude.json"), agents[0]})
-	}
-	for _, p := range places {
-		data, err := os.ReadFile(p.path)
-		if err != nil {
-			continue
-		}
-		found++
-		cmd, ok, err := serverCommand(p.ag, data)
-		switch {
-		case err != nil:
-			d.problem(area, fmt.Sprintf("%s (%s): %v", p.path, p.ag.name, err), "fix the file, or move it aside and run memory-mcp setup "+p.ag.name)
-		case !ok:
-			d.ok(area, "%s (%s): no memory-mcp server in it", p.path, p.ag.name)
-		default:
-			if !runnable(cmd) {
-				d.problem(area, fmt.Sprintf("%s (%s) runs %q, which is not found", p.path, p.ag.name, cmd), "put memory-mcp on PATH, or give its full path in the config")
-			} else {
-				d.ok(area, "%s (%s): runs %s", p.path, p.ag.name, cmd)
-			}
-		}
-	}
-	settings := filepath.Join(root, claudeSettings)
-	if data, err := os.ReadFile(settings); err == nil {
-		found++
-		var doc map[string]any
-		if err := json.Unmarshal(data, &doc); err != nil {
-			d.problem(area, fmt.Sprintf("%s: %s", settings, jsonReason(err)), "fix the JSON; Claude Code ignores a settings file it cannot read")
-		} else {
-			hs, _ := doc["hooks"].(map[string]any)
-			var missing []string
-			lost := false
-			for _, h := range hooks {
-				groups, _ := hs[h[0]].([]any)
-				cmd, ok := hookCommand(groups, h[1])
-				switch {
-				case !ok:
-					missing = append(missing, h[0])
-				case !runnable(cmd):
-					lost = true
-					d.problem(area, fmt.Sprintf("%s: the %s hook runs %q, which is not found", settings, h[0], cmd), "put memory-mcp on PATH, or give its full path in the hook")
-				}
-			}
-			switch {
-			case lost:
-			case len(missing) == 0:
-				d.ok(area, "%s: SessionStart and SessionEnd hooks run memory-mcp", settings)
-			default:
-				d.ok(area, "%s: no %s hook for memory-mcp (memory-mcp setup claude-code adds it)", settings, strings.Join(missing, " or "))
-			}
-		}
-	}
-	if found == 0 {
-		d.ok(area, "no agent config found here or in your home; memory-mcp setup claude-code|cursor|vscode|codex writes one")
-	}
-}
-
-// runnable reports whether cmd, a name looked up on PATH or a path, is a
-// program that can be started.
-func runnable(cmd string) bool {
-	_, err := exec.LookPath(cmd)
-	return err == nil
-}
-
-// serverCommand finds the command of the memory-mcp server in an agent
-// config: the entry named memory, or any entry whose command is memory-mcp.
-func serverCommand(ag agent, data []byte) (string, bool, error) {
-	if ag.kind == "toml" {
-		if !tomlTable.Match(data) {
-			return "", false, nil
-		}
-		loc := tomlTable.FindIndex(data)
-		rest := string(data[loc[1]:])
-		if i := strings.Index(rest, "\n["); i >= 0 {
-			rest = rest[:i]
-		}
-		for _, line := range strings.Split(rest, "\n") {
-			k, v, ok := strings.Cut(line, "=")
-			if ok && strings.TrimSpace(k) == "command" {
-				v = strings.TrimSpace(v)
-				if strings.HasPrefix(v, `"`) {
-					v = strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(strings.Trim(v, `"`))
-				}
-				return strings.Trim(v, `'`), true, nil
-			}
-		}
-		return "", true, errors.New("the memory server has no command")
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return "", false, errors.New(jsonReason(err))
-	}
-	servers, _ := doc[ag.key].(map[string]any)
-	if e, ok := servers[serverName].(map[string]any); ok {
-		cmd, _ := e["command"].(string)
-		if cmd == "" {
-			return "", true, errors.New("the memory server has no command")
-		}
-		return cmd, true, nil
-	}
-	for _, e := range servers {
-		em, _ := e.(map[string]any)
-		if cmd, _ := em["command"].(string); filepath.Base(cmd) == "memory-mcp" {
-			return cmd, true, nil
-		}
-	}
-	return "", false, nil
 }
 
 // embeddings checks that the endpoint answers (any HTTP response will do,

@@ -86,3 +86,10 @@ func TestStdioAnswersCallsAtOnce(t *testing.T) {
 		t.Errorf("%d records listed, want 16", len(got["records"].([]any)))
 	}
 }
+
+// How long the server waits before it saves new instructions, and how
+// often it looks for a loaded tokenizer, as internal/server sets them.
+const (
+	refreshMaxDelay = 2 * time.Second
+	refreshPoll     = 500 * time.Millisecond
+)

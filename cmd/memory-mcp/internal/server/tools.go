@@ -1,11 +1,10 @@
-package main
+package server
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
@@ -22,50 +22,6 @@ var (
 	typeEnum  = []any{"working", "episodic", "semantic", "procedural"}
 	scopeEnum = []any{"project", "workspace", "tenant", "system"}
 )
-
-// schemaFor infers T's schema and lets edit add enums, bounds and
-// descriptions that struct tags cannot carry.
-func schemaFor[T any](edit func(props map[string]*jsonschema.Schema)) *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
-	if err != nil {
-		panic(err) // a programming error in a type below
-	}
-	dropNull(s)
-	if edit != nil {
-		edit(s.Properties)
-	}
-	return s
-}
-
-// dropNull turns the ["null", T] unions inferred for pointers, slices and
-// maps into plain T: several clients reject a type array, and an optional
-// field is one that is not required. checkArguments drops a null argument
-// before validation, so a client sending one gets the field's default; a
-// result never holds a null, as its optional fields are omitempty and its
-// other slices are made non-nil.
-func dropNull(s *jsonschema.Schema) {
-	if s == nil {
-		return
-	}
-	if len(s.Types) > 0 {
-		var rest []string
-		for _, t := range s.Types {
-			if t != "null" {
-				rest = append(rest, t)
-			}
-		}
-		if len(rest) == 1 {
-			s.Type, s.Types = rest[0], nil
-		} else {
-			s.Types = rest
-		}
-	}
-	for _, p := range s.Properties {
-		dropNull(p)
-	}
-	dropNull(s.Items)
-	dropNull(s.AdditionalProperties)
-}
 
 func describe(props map[string]*jsonschema.Schema, descs map[string]string) {
 	for k, d := range descs {
@@ -97,7 +53,7 @@ var fieldDocs = map[string]string{
 	"metadata":    "string to string map",
 }
 
-type writeIn struct {
+type WriteIn struct {
 	Type        string            `json:"type"`
 	Key         string            `json:"key"`
 	Body        string            `json:"body"`
@@ -110,10 +66,10 @@ type writeIn struct {
 	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 
-type writeOut struct {
-	Record   recordView `json:"record"`
+type WriteOut struct {
+	Record   RecordView `json:"record"`
 	Created  bool       `json:"created"`
-	Problems []problem  `json:"problems,omitempty"`
+	Problems []Problem  `json:"problems,omitempty"`
 }
 
 type updateIn struct {
@@ -130,23 +86,23 @@ type updateIn struct {
 }
 
 type recordOut struct {
-	Record   recordView `json:"record"`
-	Problems []problem  `json:"problems,omitempty"`
+	Record   RecordView `json:"record"`
+	Problems []Problem  `json:"problems,omitempty"`
 }
 
-type selectIn struct {
+type SelectIn struct {
 	Key   string `json:"key,omitempty"`
 	ID    string `json:"id,omitempty"`
 	Type  string `json:"type,omitempty"`
 	Scope string `json:"scope,omitempty"`
 }
 
-type deleteOut struct {
-	Deleted  recordView `json:"deleted"`
-	Problems []problem  `json:"problems,omitempty"`
+type DeleteOut struct {
+	Deleted  RecordView `json:"deleted"`
+	Problems []Problem  `json:"problems,omitempty"`
 }
 
-type readIn struct {
+type ReadIn struct {
 	Key       string   `json:"key,omitempty"`
 	ID        string   `json:"id,omitempty"`
 	Type      string   `json:"type,omitempty"`
@@ -156,16 +112,16 @@ type readIn struct {
 	MaxTokens int      `json:"max_tokens,omitempty"`
 }
 
-type readOut struct {
-	Record   *recordView `json:"record,omitempty"`
+type ReadOut struct {
+	Record   *RecordView `json:"record,omitempty"`
 	Block    string      `json:"block,omitempty"`
 	Tokens   int         `json:"tokens"`
 	Included []string    `json:"included,omitempty"`
 	Omitted  int         `json:"omitted"`
-	Problems []problem   `json:"problems,omitempty"`
+	Problems []Problem   `json:"problems,omitempty"`
 }
 
-type listIn struct {
+type ListIn struct {
 	Type   string `json:"type,omitempty"`
 	Scope  string `json:"scope,omitempty"`
 	Tag    string `json:"tag,omitempty"`
@@ -173,13 +129,13 @@ type listIn struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-type listOut struct {
-	Records    []listRow `json:"records"`
+type ListOut struct {
+	Records    []ListRow `json:"records"`
 	NextCursor string    `json:"next_cursor,omitempty"`
-	Problems   []problem `json:"problems,omitempty"`
+	Problems   []Problem `json:"problems,omitempty"`
 }
 
-type searchIn struct {
+type SearchIn struct {
 	Query    string   `json:"query"`
 	Type     string   `json:"type,omitempty"`
 	Scope    string   `json:"scope,omitempty"`
@@ -190,7 +146,7 @@ type searchIn struct {
 	Mode     string   `json:"mode,omitempty"`
 }
 
-type searchHit struct {
+type SearchHit struct {
 	ID          string  `json:"id"`
 	Key         string  `json:"key"`
 	Type        string  `json:"type"`
@@ -198,27 +154,27 @@ type searchHit struct {
 	Description string  `json:"description"`
 	Score       float64 `json:"score"`
 	Preview     string  `json:"preview"`
-	Why         why     `json:"why"`
+	Why         Why     `json:"why"`
 }
 
-// why is what a hit matched: the query's words it holds and the fields
+// Why is what a hit matched: the query's words it holds and the fields
 // holding them.
-type why struct {
+type Why struct {
 	Terms  []string `json:"terms"`
 	Fields []string `json:"fields"`
 }
 
-type searchOut struct {
-	Results  []searchHit `json:"results"`
+type SearchOut struct {
+	Results  []SearchHit `json:"results"`
 	Mode     string      `json:"mode"`           // how it was answered
 	Note     string      `json:"note,omitempty"` // why not as asked, or what is not found yet
-	Problems []problem   `json:"problems,omitempty"`
+	Problems []Problem   `json:"problems,omitempty"`
 }
 
 func boolp(b bool) *bool { return &b }
 
 // addTools registers every tool on s.
-func (srv *server) addTools(s toolAdder) {
+func (srv *Server) addTools(s toolAdder) {
 	selDocs := func(p map[string]*jsonschema.Schema) {
 		describe(p, fieldDocs)
 		enum(p["type"], typeEnum)
@@ -233,19 +189,19 @@ Pick the scope: project (default) for this repository only; system for something
 Never store secrets: values that look like API keys, tokens or passwords are refused.
 Example: {"type":"semantic","key":"test-runner","description":"How tests are run","body":"Run make test; it sets up the fixtures.","tags":["testing"]}`,
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[writeIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[WriteIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
 		}),
-	}, wrap(srv.write))
+	}, wrap(srv.Write))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_update",
 		Title: "Change a memory",
 		Description: `Change some fields of an existing memory, found by key (resolved through the scope chain: the narrowest scope wins) or by id. Fields you leave out stay as they are. Fails with not_found if there is no such memory; use memory_write to create one.
 Example: {"key":"test-runner","body":"Run make test-all; make test skips the slow suite.","confidence":0.9}`,
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[updateIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[updateIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["confidence"].Minimum, p["confidence"].Maximum = ptr(0.0), ptr(1.0)
 			p["ttl_seconds"].Minimum, p["ttl_seconds"].Maximum = ptr(1.0), ptr(float64(memory.MaxTTL/time.Second))
@@ -257,15 +213,15 @@ Example: {"key":"test-runner","body":"Run make test-all; make test skips the slo
 		Description: `Delete a memory by key or id. Without a scope it deletes the effective one (the narrowest), so a broader memory with the same key shows again. Use it when a memory is wrong or obsolete.
 Example: {"key":"test-runner","type":"semantic"}`,
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[selectIn](selDocs),
-	}, wrap(srv.delete))
+		InputSchema: schema.For[SelectIn](selDocs),
+	}, wrap(srv.Delete))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_read",
 		Title: "Read memory",
 		Description: `Two uses. With a key or id: that memory in full, resolved through the scope chain (project beats workspace beats tenant beats system). Without: a compact markdown recall block of the most useful facts and procedures for this project, within a token budget — call it at the start of a task; pass query to put what is relevant to the task first.
 Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens":800}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[readIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[ReadIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			enum(p["types"], typeEnum)
 			p["types"].Description = "types woven into the recall block: semantic and procedural (the default)"
@@ -273,28 +229,28 @@ Examples: {"key":"test-runner"}  ·  {"query":"database migrations","max_tokens"
 			p["max_tokens"].Description = "token budget of the recall block (default 1500)"
 			p["max_tokens"].Minimum = ptr(0.0)
 		}),
-	}, wrap(srv.read))
+	}, wrap(srv.Read))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_list",
 		Title: "List memories",
 		Description: `List the effective memories (narrowest scope wins) with their key, type, scope, description and tags — never bodies. Page with cursor. Use it to see what is known before writing a duplicate.
 Example: {"type":"semantic","limit":20}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[listIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[ListIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["tag"].Description = "only memories carrying this tag"
 			p["limit"].Description = "rows per page, default 50, at most 500"
 			p["limit"].Minimum, p["limit"].Maximum = ptr(0.0), ptr(500.0)
 			p["cursor"].Description = "next_cursor from the previous page"
 		}),
-	}, wrap(srv.list))
+	}, wrap(srv.List))
 	addTool(s, &mcp.Tool{
 		Name:  "memory_search",
 		Title: "Search memories",
 		Description: `Full-text search over key, description, body and tags, in plain words: any word can match, stemmed, and memories sharing the most rare words with the query rank first (BM25; score 0..1). With an embeddings model configured it also finds memories by meaning (mode). Returns previews; read one in full with memory_read.
 Example: {"query":"how do we run the integration tests","type":"procedural","limit":5}`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
-		InputSchema: schemaFor[searchIn](func(p map[string]*jsonschema.Schema) {
+		InputSchema: schema.For[SearchIn](func(p map[string]*jsonschema.Schema) {
 			selDocs(p)
 			p["query"].Description = "natural-language query"
 			p["tags"].Description = "only memories carrying all these tags"
@@ -306,7 +262,7 @@ Example: {"query":"how do we run the integration tests","type":"procedural","lim
 			p["mode"].Description = "keyword (words), semantic (meaning, through the configured embeddings model) or hybrid (both fused; exact keyword hits first); default hybrid when embeddings are configured, else keyword"
 			enum(p["mode"], []any{"keyword", "semantic", "hybrid"})
 		}),
-	}, wrap(srv.search))
+	}, wrap(srv.Search))
 	srv.addCaptureTool(s)
 }
 
@@ -325,38 +281,38 @@ func ttl(sec *int64) (*time.Duration, error) {
 	return &d, nil
 }
 
-func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, error) {
+func (srv *Server) Write(ctx context.Context, in WriteIn) (string, WriteOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	sc := scope.Project
 	if in.Scope != "" {
 		l, err := parseScope("scope", in.Scope)
 		if err != nil {
-			return "", writeOut{}, err
+			return "", WriteOut{}, err
 		}
 		sc = *l
 	}
 	t, err := memory.ParseType("type", in.Type)
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	life, err := ttl(in.TTLSeconds)
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	var rec memory.Record
 	var created bool
 	err = srv.again(ctx, &rep, func() (err error) {
-		rec, created, err = srv.app.store.Put(ctx, srv.app.proj, memory.Write{
+		rec, created, err = srv.app.Store.Put(ctx, srv.app.Proj, memory.Write{
 			Scope: sc, Type: t, Key: in.Key, Description: in.Description, Body: in.Body, Tags: in.Tags,
 			Confidence: in.Confidence, TTL: life, SessionID: in.SessionID, Source: memory.FromTool, Metadata: in.Metadata,
 		})
 		return err
 	})
 	if err != nil {
-		return "", writeOut{}, err
+		return "", WriteOut{}, err
 	}
 	srv.changed(ctx, rec)
 	v := view(rec)
@@ -365,11 +321,11 @@ func (srv *server) write(ctx context.Context, in writeIn) (string, writeOut, err
 	if created {
 		verb = "Stored"
 	}
-	ps := problems(rep)
-	return fmt.Sprintf("%s %s %s %q (id %s).%s", verb, rec.Scope, rec.Type, rec.Key, rec.ID, problemsText(ps)), writeOut{Record: v, Created: created, Problems: ps}, nil
+	ps := Problems(rep)
+	return fmt.Sprintf("%s %s %s %q (id %s).%s", verb, rec.Scope, rec.Type, rec.Key, rec.ID, problemsText(ps)), WriteOut{Record: v, Created: created, Problems: ps}, nil
 }
 
-func selector(in selectIn) (memory.Selector, error) {
+func selector(in SelectIn) (memory.Selector, error) {
 	if in.ID == "" && in.Key == "" {
 		return memory.Selector{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required")
 	}
@@ -387,12 +343,12 @@ func selector(in selectIn) (memory.Selector, error) {
 	return memory.Selector{ID: in.ID, Key: in.Key, Type: t, Scope: sc}, nil
 }
 
-func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, error) {
+func (srv *Server) update(ctx context.Context, in updateIn) (string, recordOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
 		return "", recordOut{}, err
 	}
-	sel, err := selector(selectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
+	sel, err := selector(SelectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
 	if err != nil {
 		return "", recordOut{}, err
 	}
@@ -402,7 +358,7 @@ func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, 
 	}
 	var rec memory.Record
 	err = srv.again(ctx, &rep, func() (err error) {
-		rec, err = srv.app.store.Update(ctx, srv.app.proj, sel, memory.Patch{
+		rec, err = srv.app.Store.Update(ctx, srv.app.Proj, sel, memory.Patch{
 			Body: in.Body, Description: in.Description, Tags: in.Tags, Confidence: in.Confidence,
 			TTL: life, Metadata: in.Metadata,
 		})
@@ -412,74 +368,74 @@ func (srv *server) update(ctx context.Context, in updateIn) (string, recordOut, 
 		return "", recordOut{}, err
 	}
 	srv.changed(ctx, rec)
-	ps := problems(rep)
+	ps := Problems(rep)
 	return fmt.Sprintf("Updated %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), recordOut{Record: view(rec), Problems: ps}, nil
 }
 
-func (srv *server) delete(ctx context.Context, in selectIn) (string, deleteOut, error) {
+func (srv *Server) Delete(ctx context.Context, in SelectIn) (string, DeleteOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", deleteOut{}, err
+		return "", DeleteOut{}, err
 	}
 	sel, err := selector(in)
 	if err != nil {
-		return "", deleteOut{}, err
+		return "", DeleteOut{}, err
 	}
 	var rec memory.Record
 	err = srv.again(ctx, &rep, func() (err error) {
-		rec, err = srv.app.store.Delete(ctx, srv.app.proj, sel)
+		rec, err = srv.app.Store.Delete(ctx, srv.app.Proj, sel)
 		return err
 	})
 	if err != nil {
-		return "", deleteOut{}, err
+		return "", DeleteOut{}, err
 	}
 	srv.changed(ctx, rec)
-	ps := problems(rep)
-	return fmt.Sprintf("Deleted %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), deleteOut{Deleted: view(rec), Problems: ps}, nil
+	ps := Problems(rep)
+	return fmt.Sprintf("Deleted %s %s %q.%s", rec.Scope, rec.Type, rec.Key, problemsText(ps)), DeleteOut{Deleted: view(rec), Problems: ps}, nil
 }
 
-func (srv *server) read(ctx context.Context, in readIn) (string, readOut, error) {
+func (srv *Server) Read(ctx context.Context, in ReadIn) (string, ReadOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", readOut{}, err
+		return "", ReadOut{}, err
 	}
-	ps := problems(rep)
+	ps := Problems(rep)
 	if in.Key != "" || in.ID != "" {
 		if in.Query != "" || len(in.Types) > 0 || in.MaxTokens != 0 {
-			return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "types and max_tokens are for the recall block; leave them out when reading by key or id")
+			return "", ReadOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "types and max_tokens are for the recall block; leave them out when reading by key or id")
 		}
-		sel, err := selector(selectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
+		sel, err := selector(SelectIn{Key: in.Key, ID: in.ID, Type: in.Type, Scope: in.Scope})
 		if err != nil {
-			return "", readOut{}, err
+			return "", ReadOut{}, err
 		}
-		rec, err := srv.app.store.Get(ctx, srv.app.cfg.Project, sel)
+		rec, err := srv.app.Store.Get(ctx, srv.app.Project, sel)
 		if err != nil {
-			return "", readOut{}, err
+			return "", ReadOut{}, err
 		}
 		v := view(rec)
-		return recordText(rec) + problemsText(ps), readOut{Record: &v, Problems: ps}, nil
+		return recordText(rec) + problemsText(ps), ReadOut{Record: &v, Problems: ps}, nil
 	}
 	if in.Type != "" || in.Scope != "" {
-		return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required with type or scope; for the recall block use types")
+		return "", ReadOut{}, memory.Errorf(memory.CodeInvalidArgument, "key", "or id is required with type or scope; for the recall block use types")
 	}
 	if in.MaxTokens < 0 {
-		return "", readOut{}, memory.Errorf(memory.CodeInvalidArgument, "max_tokens", "must not be negative")
+		return "", ReadOut{}, memory.Errorf(memory.CodeInvalidArgument, "max_tokens", "must not be negative")
 	}
 	var types []memory.Type
 	for i, s := range in.Types {
 		t, err := memory.ParseType(fmt.Sprintf("types[%d]", i), s)
 		if err != nil {
-			return "", readOut{}, err
+			return "", ReadOut{}, err
 		}
 		types = append(types, t)
 	}
-	b, err := srv.app.recall(ctx, in.Query, types, in.MaxTokens)
+	b, err := srv.app.Recall(ctx, in.Query, types, in.MaxTokens)
 	if err != nil {
-		return "", readOut{}, err
+		return "", ReadOut{}, err
 	}
 	// The text is the block, within the budget asked for: even a note that
 	// nothing fit would overrun a budget of a few tokens.
-	return b.Markdown + problemsText(ps), readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
+	return b.Markdown + problemsText(ps), ReadOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: ps}, nil
 }
 
 func recordText(r memory.Record) string {
@@ -496,29 +452,29 @@ func recordText(r memory.Record) string {
 	return b.String()
 }
 
-func (srv *server) list(ctx context.Context, in listIn) (string, listOut, error) {
+func (srv *Server) List(ctx context.Context, in ListIn) (string, ListOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
 	t, err := parseType("type", in.Type)
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
 	sc, err := parseScope("scope", in.Scope)
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
 	if in.Limit < 0 || in.Limit > 500 {
-		return "", listOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 500")
+		return "", ListOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 500")
 	}
-	rs, next, err := srv.app.store.List(ctx, srv.app.cfg.Project, memory.ListOptions{Type: t, Scope: sc, Tag: in.Tag, Limit: in.Limit, Cursor: in.Cursor})
+	rs, next, err := srv.app.Store.List(ctx, srv.app.Project, memory.ListOptions{Type: t, Scope: sc, Tag: in.Tag, Limit: in.Limit, Cursor: in.Cursor})
 	if err != nil {
-		return "", listOut{}, err
+		return "", ListOut{}, err
 	}
-	out := listOut{Records: make([]listRow, 0, len(rs)), NextCursor: next, Problems: problems(rep)}
+	out := ListOut{Records: make([]ListRow, 0, len(rs)), NextCursor: next, Problems: Problems(rep)}
 	var b strings.Builder
-	b.WriteString(plural(len(rs), "memory", "memories"))
+	b.WriteString(Plural(len(rs), "memory", "memories"))
 	if next != "" {
 		fmt.Fprintf(&b, " (more: pass cursor %q for the next page)", next)
 	}
@@ -534,52 +490,52 @@ func (srv *server) list(ctx context.Context, in listIn) (string, listOut, error)
 	return b.String() + problemsText(out.Problems), out, nil
 }
 
-func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, error) {
+func (srv *Server) Search(ctx context.Context, in SearchIn) (string, SearchOut, error) {
 	rep, err := srv.sync(ctx)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
 	t, err := parseType("type", in.Type)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
 	sc, err := parseScope("scope", in.Scope)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
 	if strings.TrimSpace(in.Query) == "" {
-		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "is empty")
+		return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "query", "is empty")
 	}
 	if in.Limit < 0 || in.Limit > 100 {
-		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 100")
+		return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "limit", "must be between 0 and 100")
 	}
 	if in.MinScore < 0 || in.MinScore > 1 {
-		return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "min_score", "must be between 0 and 1")
+		return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "min_score", "must be between 0 and 1")
 	}
 	var since time.Time
 	if in.Since != "" {
 		if since, err = time.Parse(time.RFC3339, in.Since); err != nil {
-			return "", searchOut{}, memory.Errorf(memory.CodeInvalidArgument, "since", "is not an RFC 3339 time (like 2026-01-02T15:04:05Z)")
+			return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "since", "is not an RFC 3339 time (like 2026-01-02T15:04:05Z)")
 		}
 	}
 	mode, err := memory.ParseMode("mode", in.Mode)
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
-	hits, mode, note, err := srv.app.search(ctx, srv.app.cfg.Project, mode, memory.SearchOptions{
+	hits, mode, note, err := srv.app.Search(ctx, srv.app.Project, mode, memory.SearchOptions{
 		Query: in.Query, Type: t, Scope: sc, Tags: in.Tags, Since: since, Limit: in.Limit, MinScore: in.MinScore,
 	})
 	if err != nil {
-		return "", searchOut{}, err
+		return "", SearchOut{}, err
 	}
-	out := searchOut{Results: make([]searchHit, 0, len(hits)), Mode: string(mode), Note: note, Problems: problems(rep)}
+	out := SearchOut{Results: make([]SearchHit, 0, len(hits)), Mode: string(mode), Note: note, Problems: Problems(rep)}
 	var b strings.Builder
 	size := 64 + len(in.Query) + len(note)
 	for _, h := range hits {
 		size += 40 + len(h.Record.Key) + len(h.Preview)
 	}
 	b.Grow(size)
-	b.WriteString(plural(len(hits), "result", "results"))
+	b.WriteString(Plural(len(hits), "result", "results"))
 	if memory.ScanField("query", in.Query) == nil {
 		fmt.Fprintf(&b, " for %q", in.Query)
 	}
@@ -589,9 +545,9 @@ func (srv *server) search(ctx context.Context, in searchIn) (string, searchOut, 
 	}
 	for _, h := range hits {
 		r := h.Record
-		out.Results = append(out.Results, searchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
+		out.Results = append(out.Results, SearchHit{ID: r.ID, Key: r.Key, Type: string(r.Type), Scope: r.Scope.String(),
 			Description: r.Description, Score: h.Score, Preview: h.Preview,
-			Why: why{Terms: nonNilStrings(h.Why.Terms), Fields: nonNilStrings(h.Why.Fields)}})
+			Why: Why{Terms: nonNilStrings(h.Why.Terms), Fields: nonNilStrings(h.Why.Fields)}})
 		// "- key [type, scope] score 0.00: preview", without fmt's
 		// reflection.
 		b.WriteString("- ")
@@ -620,22 +576,14 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 	if err != nil {
 		panic(fmt.Sprintf("tool %s: output schema: %v", t.Name, err))
 	}
-	dropNull(out)
+	schema.DropNull(out)
 	t.OutputSchema = out
-	schema := t.InputSchema.(*jsonschema.Schema)
-	in, err := schema.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+	args, err := schema.NewArgs(t.InputSchema.(*jsonschema.Schema))
 	if err != nil {
-		panic(fmt.Sprintf("tool %s: input schema: %v", t.Name, err))
+		panic(fmt.Sprintf("tool %s: %v", t.Name, err))
 	}
-	fields := make(map[string]*jsonschema.Resolved, len(schema.Properties))
-	for name, p := range schema.Properties {
-		if fields[name], err = p.Resolve(nil); err != nil {
-			panic(fmt.Sprintf("tool %s: input schema of %s: %v", t.Name, name, err))
-		}
-	}
-	defaults := hasDefaults(schema)
 	s.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		args, err := checkArguments(req.Params.Arguments, in, schema, fields)
+		checked, err := args.Check(req.Params.Arguments)
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -644,11 +592,11 @@ func addTool[In, Out any](s toolAdder, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out
 		// the request, as they would from args re-encoded, unless a number
 		// too long for a float64 would come out otherwise (or a number
 		// fails to fit its field: the slow way says which).
-		if !defaults && len(req.Params.Arguments) > 0 && exactNumbers(req.Params.Arguments) && json.Unmarshal(req.Params.Arguments, &v) == nil {
+		if !args.Defaults() && len(req.Params.Arguments) > 0 && schema.ExactNumbers(req.Params.Arguments) && json.Unmarshal(req.Params.Arguments, &v) == nil {
 			return runTool(ctx, t.Name, h, req, v)
 		}
 		v = *new(In)
-		b, err := json.Marshal(args)
+		b, err := json.Marshal(checked)
 		if err == nil {
 			err = json.Unmarshal(b, &v)
 		}
@@ -681,168 +629,6 @@ func runTool[In, Out any](ctx context.Context, name string, h mcp.ToolHandlerFor
 		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
 	}
 	return res, nil
-}
-
-// hasDefaults reports whether s or any schema inside it has a default.
-func hasDefaults(s *jsonschema.Schema) bool {
-	if s == nil {
-		return false
-	}
-	if s.Default != nil {
-		return true
-	}
-	for _, p := range s.Properties {
-		if hasDefaults(p) {
-			return true
-		}
-	}
-	return hasDefaults(s.Items) || hasDefaults(s.AdditionalProperties)
-}
-
-// exactNumbers reports whether every number in the JSON b has at most 15
-// characters, so that a float64 holds its value exactly and decoding it
-// into a field gives what decoding its re-encoding would.
-func exactNumbers(b []byte) bool {
-	run := 0
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '"':
-			i = stringEnd(b, i)
-			run = 0
-		case c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E':
-			if run++; run > 15 {
-				return false
-			}
-		default:
-			run = 0
-		}
-	}
-	return true
-}
-
-// stringEnd returns the index of the quote that closes the JSON string
-// opening at b[i], or len(b) if none does.
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
-		}
-	}
-	return len(b)
-}
-
-// checkArguments validates a call's arguments against the tool's input
-// schema after applying its defaults, and returns them decoded. A failure
-// names the field and what it takes, never the value sent: the validator's
-// own messages quote values, and a value may be a secret.
-func checkArguments(raw json.RawMessage, resolved *jsonschema.Resolved, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) (map[string]any, error) {
-	args := map[string]any{}
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &args); err != nil {
-			return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "must be a JSON object")
-		}
-	}
-	for k, v := range args {
-		if v == nil {
-			delete(args, k)
-		}
-	}
-	if err := resolved.ApplyDefaults(&args); err != nil {
-		return nil, memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
-	}
-	if err := resolved.Validate(&args); err != nil {
-		return nil, argumentError(args, schema, fields)
-	}
-	return args, nil
-}
-
-// argumentError finds the first field of args that schema refuses and says
-// what it takes.
-func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[string]*jsonschema.Resolved) error {
-	names := make([]string, 0, len(args))
-	for k := range args {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	known := make([]string, 0, len(schema.Properties))
-	for k := range schema.Properties {
-		known = append(known, k)
-	}
-	slices.Sort(known)
-	for _, k := range names {
-		if _, ok := schema.Properties[k]; !ok {
-			// The name is the caller's, and may be a secret (clipArg).
-			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", clipArg(k), strings.Join(known, ", "))
-		}
-	}
-	for _, k := range schema.Required {
-		if _, ok := args[k]; !ok {
-			return memory.Errorf(memory.CodeInvalidArgument, k, "is required")
-		}
-	}
-	for _, k := range names {
-		v := args[k]
-		if fields[k].Validate(&v) != nil {
-			return memory.Errorf(memory.CodeInvalidArgument, k, "must be %s", takes(schema.Properties[k]))
-		}
-	}
-	return memory.Errorf(memory.CodeInvalidArgument, "arguments", "do not fit the input schema")
-}
-
-// takes says in words what values s accepts.
-func takes(s *jsonschema.Schema) string {
-	if s == nil {
-		return "a valid value"
-	}
-	if len(s.Enum) > 0 {
-		vals := make([]string, len(s.Enum))
-		for i, v := range s.Enum {
-			vals[i] = fmt.Sprint(v)
-		}
-		return "one of " + strings.Join(vals, ", ")
-	}
-	num := func(f *float64) string { return strconv.FormatFloat(*f, 'f', -1, 64) }
-	switch s.Type {
-	case "string":
-		return "a string"
-	case "boolean":
-		return "true or false"
-	case "integer", "number":
-		kind := "a number"
-		if s.Type == "integer" {
-			kind = "a whole number"
-		}
-		switch {
-		case s.Minimum != nil && s.Maximum != nil:
-			return fmt.Sprintf("%s from %s to %s", kind, num(s.Minimum), num(s.Maximum))
-		case s.Minimum != nil:
-			return fmt.Sprintf("%s of at least %s", kind, num(s.Minimum))
-		}
-		return kind
-	case "array":
-		return "a list whose items are each " + takes(s.Items)
-	case "object":
-		if len(s.Properties) > 0 {
-			ks := make([]string, 0, len(s.Properties))
-			for k := range s.Properties {
-				ks = append(ks, k)
-			}
-			slices.Sort(ks)
-			d := "an object with the fields " + strings.Join(ks, ", ")
-			if len(s.Required) > 0 {
-				d += " (" + strings.Join(s.Required, ", ") + " required)"
-			}
-			return d
-		}
-		if s.AdditionalProperties != nil {
-			return "an object whose values are each " + takes(s.AdditionalProperties)
-		}
-		return "an object"
-	}
-	return "a valid value"
 }
 
 func errorResult(err error) *mcp.CallToolResult {
@@ -888,7 +674,7 @@ func nonNilStrings(s []string) []string {
 // refused only because a markdown file changed after the sync before it
 // looked (memory.Error.Unsynced): the change is imported first, as the
 // refusal asks, and what the sync reports replaces rep.
-func (srv *server) again(ctx context.Context, rep *mirror.Report, write func() error) error {
+func (srv *Server) again(ctx context.Context, rep *mirror.Report, write func() error) error {
 	err := write()
 	var me *memory.Error
 	if !errors.As(err, &me) || !me.Unsynced {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -29,12 +30,12 @@ func inProcess(t *testing.T, register func(*mcp.Server)) *mcp.ClientSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	srv := newServer(a, log)
+	srv := server.New(a.App, log)
 	if register != nil {
-		register(srv.mcp)
+		register(srv.MCP())
 	}
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.mcp.Connect(context.Background(), st, nil)
+	ss, err := srv.MCP().Connect(context.Background(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

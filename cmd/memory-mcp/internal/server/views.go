@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"prom.codes/memory-mcp/scope"
 )
 
-// recordView is a record as tools return it.
-type recordView struct {
+// RecordView is a record as tools return it.
+type RecordView struct {
 	ID             string            `json:"id"`
 	URI            string            `json:"uri"`
 	Scope          string            `json:"scope"`
@@ -50,12 +50,12 @@ func recordURI(r memory.Record) string {
 	return fmt.Sprintf("memory://%s/%s/%s", r.Scope, r.Type, r.Key)
 }
 
-func view(r memory.Record) recordView {
+func view(r memory.Record) RecordView {
 	tags := r.Tags
 	if tags == nil {
 		tags = []string{}
 	}
-	return recordView{
+	return RecordView{
 		ID: r.ID, URI: recordURI(r), Scope: r.Scope.String(), Type: string(r.Type), Key: r.Key,
 		Description: r.Description, Body: r.Body, Tags: tags, Confidence: r.Confidence, UseCount: r.UseCount,
 		LastAccessedAt: optTime(r.LastAccessedAt), CreatedAt: rfc3339(r.CreatedAt), UpdatedAt: rfc3339(r.UpdatedAt),
@@ -63,8 +63,8 @@ func view(r memory.Record) recordView {
 	}
 }
 
-// listRow is one row of memory_list: never a body.
-type listRow struct {
+// ListRow is one row of memory_list: never a body.
+type ListRow struct {
 	ID             string   `json:"id"`
 	Key            string   `json:"key"`
 	Type           string   `json:"type"`
@@ -77,28 +77,28 @@ type listRow struct {
 	UpdatedAt      string   `json:"updated_at"`
 }
 
-func row(r memory.Record) listRow {
+func row(r memory.Record) ListRow {
 	v := view(r)
-	return listRow{ID: v.ID, Key: v.Key, Type: v.Type, Scope: v.Scope, Description: v.Description, Tags: v.Tags,
+	return ListRow{ID: v.ID, Key: v.Key, Type: v.Type, Scope: v.Scope, Description: v.Description, Tags: v.Tags,
 		Confidence: v.Confidence, UseCount: v.UseCount, LastAccessedAt: v.LastAccessedAt, UpdatedAt: v.UpdatedAt}
 }
 
-// problem is a markdown file the server could not accept.
-type problem struct {
+// Problem is a markdown file the server could not accept.
+type Problem struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`
 }
 
-func problems(rep mirror.Report) []problem {
-	var out []problem
+func Problems(rep mirror.Report) []Problem {
+	var out []Problem
 	for _, p := range rep.Problems {
-		out = append(out, problem{Path: p.Path, Reason: p.Reason})
+		out = append(out, Problem{Path: p.Path, Reason: p.Reason})
 	}
 	return out
 }
 
 // problemsText is appended to a tool's text when files were refused.
-func problemsText(ps []problem) string {
+func problemsText(ps []Problem) string {
 	if len(ps) == 0 {
 		return ""
 	}
@@ -153,8 +153,8 @@ func quietNotFound(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// plural is n with noun, in the plural unless n is 1.
-func plural(n int, noun, nouns string) string {
+// Plural is n with noun, in the plural unless n is 1.
+func Plural(n int, noun, nouns string) string {
 	if n == 1 {
 		return "1 " + noun
 	}

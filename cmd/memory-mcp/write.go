@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 )
 
@@ -43,7 +45,7 @@ func runWrite(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	in := writeIn{Type: *typ, Scope: *sc, Key: pos[0], Description: *desc, Tags: tags}
+	in := server.WriteIn{Type: *typ, Scope: *sc, Key: pos[0], Description: *desc, Tags: tags}
 	if *conf != "" {
 		v, err := strconv.ParseFloat(*conf, 64)
 		if err != nil {
@@ -63,7 +65,7 @@ func runWrite(c *cli, args []string) error {
 	f.FlagSet.Visit(func(fl *flag.Flag) { given = given || fl.Name == "body" })
 	in.Body = *body
 	if !given {
-		if isTerminal(c.stdin) {
+		if progress.IsTerminal(c.stdin) {
 			fmt.Fprintln(c.stderr, "reading the body from stdin; end it with Ctrl-D")
 		}
 		data, err := io.ReadAll(io.LimitReader(c.stdin, maxStdinBody+1))
@@ -79,8 +81,8 @@ func runWrite(c *cli, args []string) error {
 		return errors.New("write: the body is empty; give it on stdin or with --body")
 	}
 	return c.app(func(a *app, log *slog.Logger) error {
-		srv := newServer(a, log)
-		_, out, err := srv.write(c.ctx, in)
+		srv := server.New(a.App, log)
+		_, out, err := srv.Write(c.ctx, in)
 		if err != nil {
 			return err
 		}
@@ -94,8 +96,8 @@ func runWrite(c *cli, args []string) error {
 			verb = "stored"
 		}
 		fmt.Fprintf(c.stdout, "%s %s %s %q (id %s)\n", verb, r.Scope, r.Type, r.Key, r.ID)
-		if a.dir != nil {
-			file := filepath.Join(a.dir.Path(), r.Key+".md")
+		if a.Dir != nil {
+			file := filepath.Join(a.Dir.Path(), r.Key+".md")
 			if _, err := os.Lstat(file); err == nil && r.Scope == "project" && (r.Type == "semantic" || r.Type == "procedural") {
 				fmt.Fprintf(c.stdout, "file %s\n", file)
 			}

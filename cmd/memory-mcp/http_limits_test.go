@@ -248,3 +248,9 @@ func TestTeamServerRevokedMidSession(t *testing.T) {
 	ok(t, other, "memory_list", nil)
 	s.stop(t)
 }
+
+// The team server's limits, as internal/server sets them.
+const (
+	maxSessions  = 256             // open sessions per token
+	revokedEvery = 5 * time.Second // how often revoked tokens' sessions are ended
+)
