@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"time"
@@ -16,6 +15,9 @@ import (
 // NoteRoot records that project p lives at root and was used now, so that
 // projects can be listed with their roots and moved.
 func (s *Store) NoteRoot(ctx context.Context, p scope.Identity, root string) error {
+	if err := s.storable(root); err != nil {
+		return fmt.Errorf("note project root: %w", err)
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO project_roots (project, root, last_used) VALUES (?, ?, ?)
 			ON CONFLICT (project) DO UPDATE SET root = excluded.root, last_used = excluded.last_used`,
@@ -207,19 +209,11 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("stats: %w", err)
 	}
 	st.Oldest, st.Newest = fromNanos(oldest), fromNanos(newest)
-	if err := s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&st.Schema); err != nil {
+	if st.Schema, err = s.b.Schema(ctx); err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}
-	if s.pg {
-		if err := s.db.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&st.Bytes); err != nil {
-			return st, fmt.Errorf("stats: %w", err)
-		}
-		return st, nil
-	}
-	for _, f := range []string{s.path, s.path + "-wal"} {
-		if fi, err := os.Stat(f); err == nil {
-			st.Bytes += fi.Size()
-		}
+	if st.Bytes, err = s.b.Size(ctx); err != nil {
+		return st, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -112,7 +113,7 @@ func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "memory.db")
-	s1, err := Open(ctx, path, nil)
+	s1, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,13 +145,13 @@ func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
 		t.Fatalf("count before: %d %v", n1, err)
 	}
 
-	s2, err := Open(ctx, path, nil)
+	s2, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close()
 	var pages int
-	chk, err := s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), func(done, total int) {
+	err = s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), func(done, total int) {
 		if done > total || done < pages {
 			t.Errorf("progress %d of %d after %d", done, total, pages)
 		}
@@ -161,9 +162,6 @@ func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
 	}
 	if pages == 0 {
 		t.Error("no progress reported")
-	}
-	if chk.Records != 1 {
-		t.Errorf("check says %d records, want 1", chk.Records)
 	}
 	ch, err := s1.MirrorChangesSince(ctx, p.ID, seen.Version)
 	if err != nil {
@@ -181,7 +179,7 @@ func TestRestoreFromSeenByAnotherProcess(t *testing.T) {
 	if n, err := s1.CountAll(ctx, p.ID); err != nil || n != 1 {
 		t.Errorf("the other store counts %d after the restore, want 1 (%v)", n, err)
 	}
-	kept, err := CheckFile(ctx, filepath.Join(dir, "kept.db"))
+	kept, err := sqlite.CheckFile(ctx, filepath.Join(dir, "kept.db"))
 	if err != nil || kept.Records != 2 {
 		t.Errorf("kept database: %+v %v", kept, err)
 	}
@@ -194,13 +192,13 @@ func TestCheckFileRefuses(t *testing.T) {
 	if err := os.WriteFile(text, []byte("not a database at all, just some text that is long enough"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := CheckFile(ctx, text); err == nil {
+	if _, err := sqlite.CheckFile(ctx, text); err == nil {
 		t.Error("text file passed")
 	}
-	if _, err := CheckFile(ctx, dir); err == nil {
+	if _, err := sqlite.CheckFile(ctx, dir); err == nil {
 		t.Error("directory passed")
 	}
-	if _, err := CheckFile(ctx, filepath.Join(dir, "missing")); err == nil {
+	if _, err := sqlite.CheckFile(ctx, filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing file passed")
 	}
 }
@@ -212,7 +210,7 @@ func TestRestoreSeenBySearch(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "memory.db")
-	s1, err := Open(ctx, path, nil)
+	s1, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,12 +234,12 @@ func TestRestoreSeenBySearch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s2, err := Open(ctx, path, nil)
+	s2, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	if _, err := s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
+	if err := s2.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
 		t.Fatal(err)
 	}
 	for q, want := range map[string]int{"volcano": 0, "lighthouse": 1} {

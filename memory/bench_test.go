@@ -149,7 +149,7 @@ func benchDB(b *testing.B, n int) string {
 	}
 	path := filepath.Join(benchCache.dir, strconv.Itoa(n), "memory.db")
 	start := time.Now()
-	s, err := Open(context.Background(), path, nil)
+	s, err := openTarget(context.Background(), path, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func benchDB(b *testing.B, n int) string {
 // openBench opens the cached database of n records for reading.
 func openBench(b *testing.B, n int) *Store {
 	b.Helper()
-	s, err := Open(context.Background(), benchDB(b, n), nil)
+	s, err := openTarget(context.Background(), benchDB(b, n), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func openBenchCopy(b *testing.B, n int) *Store {
 			b.Fatal(err)
 		}
 	}
-	s, err := Open(context.Background(), dst, nil)
+	s, err := openTarget(context.Background(), dst, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

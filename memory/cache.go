@@ -63,6 +63,9 @@ func (s *Store) SetCached(ctx context.Context, p scope.Identity, name, text stri
 // at stamp, under name, replacing what was saved under it before. It is
 // derived data: losing it costs a recomputation, nothing more.
 func (s *Store) SetCachedAt(ctx context.Context, p scope.Identity, name, text string, stamp int64) error {
+	if err := s.storable(name, text); err != nil {
+		return err
+	}
 	var old string
 	err := s.db.QueryRowContext(ctx, `SELECT value FROM cache WHERE project = ? AND name = ?`, string(p), cacheName(name, stamp)).Scan(&old)
 	if err == nil && old == text {

@@ -29,7 +29,7 @@ func TestOpenThroughDanglingSymlinkMakesFilePrivate(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(ctx, link, nil)
+	s, err := openTarget(ctx, link, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestOpenReadOnlyFileAdvises(t *testing.T) {
 		t.Skip("needs a user that file modes apply to")
 	}
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
+	s, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestOpenReadOnlyFileAdvises(t *testing.T) {
 	if err := os.Chmod(path, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(ctx, path, nil)
+	s, err = openTarget(ctx, path, nil)
 	if err == nil {
 		s.Close()
 		t.Fatal("Open of a read-only database succeeded")
@@ -81,7 +81,7 @@ func TestOpenReadOnlyFileAdvises(t *testing.T) {
 // holds every record, soundly.
 func TestOpenNewFromProcessesAtOnce(t *testing.T) {
 	if path := os.Getenv("MEMORY_TEST_CREATE_DB"); path != "" {
-		s, err := Open(ctx, path, nil)
+		s, err := openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestOpenNewFromProcessesAtOnce(t *testing.T) {
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("round %d: database %v %v, want mode 0600", round, fi, err)
 		}
-		s, err := Open(ctx, path, nil)
+		s, err := openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

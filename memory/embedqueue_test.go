@@ -29,12 +29,12 @@ func queued(t *testing.T, s *Store) int {
 // changed record goes back in the queue with its vector dropped.
 func TestWritesQueueForEmbeddingOnceAsked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
+	s, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	other, err := Open(ctx, path, nil)
+	other, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +76,12 @@ func TestWritesQueueForEmbeddingOnceAsked(t *testing.T) {
 // question is missed, none just after it is queued twice.
 func TestQueueingBeginsWhileAnotherProcessWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
+	s, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	writer, err := Open(ctx, path, nil)
+	writer, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestUpgradeKeepsQueueingWhereEmbeddingsWereUsed(t *testing.T) {
 			}
 			old := &Store{now: time.Now, path: path, db: db, writing: make(chan struct{}, 1)}
 			// Up to the one before queueing on demand.
-			if err := old.migrateTo(ctx, names, slices.Index(names, "migrations/0020_embed_on_demand.sql")); err != nil {
+			if err := migrateTo(old.db, names, slices.Index(names, "migrations/0020_embed_on_demand.sql")); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 2 {
@@ -142,7 +142,7 @@ func TestUpgradeKeepsQueueingWhereEmbeddingsWereUsed(t *testing.T) {
 				}
 			}
 			db.Close()
-			s, err := Open(ctx, path, nil)
+			s, err := openTarget(ctx, path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestUpgradeKeepsQueueingWhereEmbeddingsWereUsed(t *testing.T) {
 func BenchmarkFirstEmbedQuestion(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			s, err := Open(ctx, filepath.Join(b.TempDir(), "memory.db"), nil)
+			s, err := openTarget(ctx, filepath.Join(b.TempDir(), "memory.db"), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -65,7 +65,7 @@ func TestHitsWhileAnotherStoreWrites(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	ctx := context.Background()
 	open := func() *Store {
-		s, err := Open(ctx, path, nil)
+		s, err := openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

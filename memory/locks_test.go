@@ -23,7 +23,7 @@ func TestSecondOpenKeepsSQLiteLocks(t *testing.T) {
 	if !lockHeld(t, path, 0x40000002, 510) {
 		t.Fatal("no shared lock on the database file: the test cannot see SQLite's locks")
 	}
-	b, err := Open(ctx, path, nil)
+	b, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

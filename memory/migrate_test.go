@@ -37,7 +37,7 @@ func schemaOf(t *testing.T, db *sql.DB) []string {
 // older version by an earlier release is upgraded, keeping its records,
 // to exactly the schema a fresh one gets.
 func TestUpgradeFromEveryVersion(t *testing.T) {
-	fresh, err := Open(ctx, filepath.Join(t.TempDir(), "memory.db"), nil)
+	fresh, err := openTarget(ctx, filepath.Join(t.TempDir(), "memory.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestUpgradeFromEveryVersion(t *testing.T) {
 				t.Fatal(err)
 			}
 			old := &Store{now: time.Now, path: path, db: db, writing: make(chan struct{}, 1)}
-			if err := old.migrateTo(ctx, names, k); err != nil {
+			if err := migrateTo(old.db, names, k); err != nil {
 				t.Fatal(err)
 			}
 			var v int
@@ -67,7 +67,7 @@ func TestUpgradeFromEveryVersion(t *testing.T) {
 			}
 			db.Close()
 
-			st, err := Open(ctx, path, nil)
+			st, err := openTarget(ctx, path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestUpgradeFromEveryVersion(t *testing.T) {
 // once do not queue for the write lock.
 func TestOpenTakesNoWriteLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
+	s, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestOpenTakesNoWriteLock(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		s2, err := Open(ctx, path, nil)
+		s2, err := openTarget(ctx, path, nil)
 		if err == nil {
 			s2.Close()
 		}

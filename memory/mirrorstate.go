@@ -69,22 +69,22 @@ func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileStat
 // database. Statements still run with ctx, so a cancelled call fails at its
 // next one and tx1 puts the files back, then rolls back. Waiting for the
 // lock still ends with ctx.
-func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, error) {
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, func() error, error) {
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
-	tx, err := s.db.BeginTx(txCtx, nil)
+	tx, commit, err := s.b.BeginWrite(txCtx)
 	if !stop() {
 		// ctx ended while the transaction began: no file was touched.
 		if err == nil {
 			tx.Rollback()
 		}
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, nil, err
 	}
-	return tx, nil
+	return tx, commit, nil
 }
 
 // undoOnRollback keeps undo, a file operation's, for undoFiles.

@@ -260,7 +260,7 @@ func TestSeesWriteWhileAnotherLeavesWAL(t *testing.T) {
 func TestSeesWritesAfterAnotherStoreCloses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	open := func() *Store {
-		s, err := Open(ctx, path, nil)
+		s, err := openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +333,7 @@ func TestSeesWritesAcrossLogResets(t *testing.T) {
 func TestCloseWhileCalling(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	for round := range 5 {
-		s, err := Open(ctx, path, nil)
+		s, err := openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func createWithPageSize(tb testing.TB, path string, size int) {
 func TestPageSize(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	createWithPageSize(t, path, 1024)
-	old, err := Open(ctx, path, nil)
+	old, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestPageSize(t *testing.T) {
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	old, err = Open(ctx, path, nil)
+	old, err = openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

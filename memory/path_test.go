@@ -13,7 +13,7 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 	for _, name := range []string{"a#b", "a?b", "a%23b", "a b"} {
 		dir := t.TempDir()
 		path := filepath.Join(dir, name, "memory.db")
-		s, err := Open(ctx, path, nil)
+		s, err := openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -31,7 +31,7 @@ func TestOpenPathWithURICharacters(t *testing.T) {
 			}
 			t.Errorf("%s: the directory holds %v, want only %q", name, names, name)
 		}
-		s, err = Open(ctx, path, nil)
+		s, err = openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func BenchmarkOpenFresh(b *testing.B) {
 	dir := b.TempDir()
 	b.ResetTimer()
 	for i := range b.N {
-		s, err := Open(context.Background(), filepath.Join(dir, strconv.Itoa(i), "memory.db"), nil)
+		s, err := openTarget(context.Background(), filepath.Join(dir, strconv.Itoa(i), "memory.db"), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func BenchmarkOpenExisting(b *testing.B) {
 		path := benchDB(b, n)
 		b.ResetTimer()
 		for range b.N {
-			s, err := Open(context.Background(), path, nil)
+			s, err := openTarget(context.Background(), path, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func BenchmarkPutConcurrentStores(b *testing.B) {
 		const procs = 8
 		stores := []*Store{first}
 		for range procs - 1 {
-			s, err := Open(context.Background(), first.Path(), nil)
+			s, err := openTarget(context.Background(), first.Path(), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +25,7 @@ import (
 func TestPostgresChangesCommitInOrder(t *testing.T) {
 	target := pgtest.New(t)
 	open := func() *Store {
-		s, err := Open(ctx, target, nil)
+		s, err := openTarget(ctx, target, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,12 +106,12 @@ func TestPostgresChangesCommitInOrder(t *testing.T) {
 // the first's are visible.
 func TestPostgresWritersTakeTurns(t *testing.T) {
 	target := pgtest.New(t)
-	a, err := Open(ctx, target, nil)
+	a, err := openTarget(ctx, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(ctx, target, nil)
+	b, err := openTarget(ctx, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 // new SQLite migration needs its PostgreSQL twin in migrations/postgres.
 func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 	lite, _ := mustOpen(t)
-	pg, err := Open(ctx, pgtest.New(t), nil)
+	pg, err := openTarget(ctx, pgtest.New(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,7 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 // root on a file system that allows any bytes) and PostgreSQL cannot hold
 // is an invalid_argument naming the cause, not the server's encoding error.
 func TestPostgresUnstorableValue(t *testing.T) {
-	s, err := Open(ctx, pgtest.New(t), nil)
+	s, err := openTarget(ctx, pgtest.New(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,10 +244,10 @@ func TestPostgresUnstorableValue(t *testing.T) {
 func TestPostgresIdleTransactionsEnd(t *testing.T) {
 	target := pgtest.New(t)
 	for url, want := range map[string]string{
-		target: pgIdleInTx,
+		target: "1min",
 		target + "&idle_in_transaction_session_timeout=5s": "5s",
 	} {
-		s, err := Open(ctx, url, nil)
+		s, err := openTarget(ctx, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +263,7 @@ func TestPostgresIdleTransactionsEnd(t *testing.T) {
 // the later migrations on open and keeps what it held.
 func TestPostgresMigratesFirstSchema(t *testing.T) {
 	target := pgtest.New(t)
-	s, err := Open(ctx, target, nil)
+	s, err := openTarget(ctx, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,14 +287,13 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = Open(ctx, target, nil)
+	s, err = openTarget(ctx, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	names, _ := pgMigrationNames()
-	var v int
-	if err := s.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil || v != len(names) {
+	names, _ := fs.Glob(os.DirFS("postgres"), "migrations/*.sql")
+	if v, err := s.b.Schema(ctx); err != nil || v != len(names) {
 		t.Fatalf("version = %d, %v; want %d", v, err, len(names))
 	}
 	res, err := s.Capture(ctx, p, Capture{SessionID: "s2", Statements: []string{"Releases are tagged on main."}}, 2)
@@ -305,7 +306,7 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 // rowids, prepares one statement per connection, not one per set: the
 // server keeps every statement a connection prepared.
 func TestPostgresHitsReadWithOneStatement(t *testing.T) {
-	s, err := Open(ctx, pgtest.New(t), nil)
+	s, err := openTarget(ctx, pgtest.New(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func TestPostgresHitsReadWithOneStatement(t *testing.T) {
 // LIKE ignores the case of ASCII letters and no others, on both stores.
 func TestPostgresLikeAsSQLite(t *testing.T) {
 	lite, _ := mustOpen(t)
-	pg, err := Open(ctx, pgtest.New(t), nil)
+	pg, err := openTarget(ctx, pgtest.New(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

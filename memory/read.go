@@ -137,7 +137,7 @@ const (
 // resolve finds the one record sel picks, as project p sees it.
 func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Selector) (Record, error) {
 	if sel.ID != "" {
-		if !pgText(sel.ID) {
+		if !storableText(sel.ID) {
 			// No stored id holds these bytes (PostgreSQL could not).
 			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")
 		}
@@ -255,7 +255,7 @@ func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([
 		args = append(args, sql.Named("scope", int(*opts.Scope)))
 	}
 	if opts.Tag != "" {
-		if !pgText(opts.Tag) {
+		if !storableText(opts.Tag) {
 			return nil, "", nil // no stored tag holds these bytes (PostgreSQL could not)
 		}
 		where += ` AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @tag)`
@@ -290,7 +290,7 @@ func decodeCursor(c string) (key, typ string, err error) {
 	if err == nil {
 		var ok bool
 		key, typ, ok = strings.Cut(string(b), "\x00")
-		if ok && pgText(key) && pgText(typ) {
+		if ok && storableText(key) && storableText(typ) {
 			return key, typ, nil
 		}
 	}

@@ -1,7 +1,7 @@
-// Package memory holds the record model and the store that keeps it: an
-// embedded SQLite file by default, or a PostgreSQL database that the
-// replicas of a team server share (one SQL layer over both: see
-// postgres.go and pgsql.go).
+// Package memory holds the record model and the store that keeps it, over
+// a Backend it defines: memory/sqlite's embedded file by default, or
+// memory/postgres's database that the replicas of a team server share. The
+// store's statements are written here, once, for both (see backend.go).
 //
 // Every write goes through Store.Put (and Store.Update, Store.Delete, which
 // share its checks): keys are normalised and validated, every field is scanned
@@ -10,8 +10,9 @@
 //
 // It imports scope, secrets and its pure engines memory/index (keywords) and
 // memory/vector (vectors), and nothing else of this module; the embeddings
-// endpoint reaches it through the Embedder interface. Its drivers are
-// mattn/go-sqlite3 and pgx (through database/sql).
+// endpoint reaches it through the Embedder interface. It imports
+// database/sql but no driver: only its tests import memory/sqlite and
+// memory/postgres.
 package memory
 
 import (

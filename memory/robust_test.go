@@ -19,7 +19,7 @@ import (
 func TestOpenAdvises(t *testing.T) {
 	bg := context.Background()
 	good := filepath.Join(t.TempDir(), "good.db")
-	s, err := Open(bg, good, nil)
+	s, err := openTarget(bg, good, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestOpenAdvises(t *testing.T) {
 			dir := t.TempDir()
 			path, keep := c.setup(t, dir)
 			before, _ := os.ReadFile(keep)
-			_, err := Open(bg, path, nil)
+			_, err := openTarget(bg, path, nil)
 			if err == nil {
 				t.Fatal("Open succeeded")
 			}
@@ -114,7 +114,7 @@ func TestOpenAtOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-gate
-				s, err := Open(bg, path, nil)
+				s, err := openTarget(bg, path, nil)
 				if err != nil {
 					errs[i] = err
 					return
@@ -129,7 +129,7 @@ func TestOpenAtOnce(t *testing.T) {
 				t.Fatalf("round %d, opener %d: %v", round, i, err)
 			}
 		}
-		s, err := Open(bg, path, nil)
+		s, err := openTarget(bg, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,12 +151,12 @@ func TestOpenAtOnce(t *testing.T) {
 func TestSearchWhileAnotherDeletes(t *testing.T) {
 	bg := context.Background()
 	path := filepath.Join(t.TempDir(), "memory.db")
-	a, err := Open(bg, path, nil)
+	a, err := openTarget(bg, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(bg, path, nil)
+	b, err := openTarget(bg, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

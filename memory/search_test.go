@@ -36,12 +36,12 @@ func mustSearch(t *testing.T, s *Store, p Project, opts SearchOptions) []Hit {
 // search sees at once.
 func TestSearchSeesOtherHandles(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	a, err := Open(ctx, path, nil)
+	a, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(ctx, path, nil)
+	b, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestSearchConcurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	var stores []*Store
 	for range 2 {
-		s, err := Open(ctx, path, nil)
+		s, err := openTarget(ctx, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

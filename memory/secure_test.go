@@ -66,7 +66,7 @@ func TestUpgradeDropsOldFullText(t *testing.T) {
 	if before < 0 {
 		t.Fatal("no migration drops the full-text table")
 	}
-	if err := s.migrateTo(ctx, names, before); err != nil {
+	if err := migrateTo(s.db, names, before); err != nil {
 		t.Fatal(err)
 	}
 	const word = "quokkazanzibarite"
@@ -82,7 +82,7 @@ func TestUpgradeDropsOldFullText(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	s2, err := Open(ctx, path, nil)
+	s2, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

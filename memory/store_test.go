@@ -33,7 +33,7 @@ func (c *clock) Add(d time.Duration) {
 func mustOpen(tb testing.TB) (*Store, *clock) {
 	tb.Helper()
 	c := &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
-	s, err := Open(context.Background(), filepath.Join(tb.TempDir(), "db", "memory.db"), &Options{Now: c.Now})
+	s, err := openTarget(context.Background(), filepath.Join(tb.TempDir(), "db", "memory.db"), &Options{Now: c.Now})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -59,13 +59,13 @@ func put(tb testing.TB, s *Store, p Project, w Write) Record {
 func TestOpenModesAndTwice(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "nested", "memory.db")
-	s1, err := Open(ctx, path, nil)
+	s1, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s1.Close()
 	put(t, s1, projA, Write{Type: Semantic, Key: "k", Body: "b"})
-	s2, err := Open(ctx, path, nil) // migrations run again, safely
+	s2, err := openTarget(ctx, path, nil) // migrations run again, safely
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestOpenOlderSchema(t *testing.T) {
 	s.db = db
 	names, _ := fs.Glob(migrations, "migrations/*.sql")
 	sort.Strings(names)
-	if err := s.migrateTo(ctx, names, 1); err != nil {
+	if err := migrateTo(s.db, names, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(`INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at) VALUES ('01OLD', '', 3, 'semantic', 'old-fact', 'kept across upgrades', 1, 1)`); err != nil {
@@ -106,7 +106,7 @@ func TestOpenOlderSchema(t *testing.T) {
 	}
 	db.Close()
 
-	st, err := Open(ctx, path, nil)
+	st, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +124,13 @@ func TestOpenOlderSchema(t *testing.T) {
 
 func TestOpenNewerSchemaRefused(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
-	s, err := Open(ctx, path, nil)
+	s, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.db.Exec("PRAGMA user_version = 99")
 	s.Close()
-	if _, err := Open(ctx, path, nil); err == nil || !strings.Contains(err.Error(), "newer") {
+	if _, err := openTarget(ctx, path, nil); err == nil || !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("Open = %v, want a newer-schema error", err)
 	}
 }
@@ -139,7 +139,7 @@ func TestOpenNotADatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "memory.db")
 	junk := []byte(strings.Repeat("this is not sqlite\n", 400))
 	os.WriteFile(path, junk, 0o600)
-	_, err := Open(ctx, path, nil)
+	_, err := openTarget(ctx, path, nil)
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("Open = %v, want an error naming the path", err)
 	}
@@ -374,7 +374,7 @@ func TestConcurrentWriters(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := Open(ctx, path, nil)
+			s, err := openTarget(ctx, path, nil)
 			if err != nil {
 				errs <- err
 				return
@@ -397,7 +397,7 @@ func TestConcurrentWriters(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	s, _ := Open(ctx, path, nil)
+	s, _ := openTarget(ctx, path, nil)
 	defer s.Close()
 	rs, _, _ := s.List(ctx, projA.ID, ListOptions{Limit: 500})
 	if len(rs) != 20 {

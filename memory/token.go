@@ -134,7 +134,7 @@ func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
 // returns what it was. Errors: ErrNotFound.
 func (s *Store) RevokeToken(ctx context.Context, idOrToken string) (Token, error) {
 	var t Token
-	if !pgText(idOrToken) {
+	if !storableText(idOrToken) {
 		return t, ErrNotFound // no token's id or value holds these bytes
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {

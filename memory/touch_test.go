@@ -13,7 +13,7 @@ import (
 // the test unless the test closes it first.
 func openAt(tb testing.TB, path string, c *clock) *Store {
 	tb.Helper()
-	s, err := Open(ctx, path, &Options{Now: c.Now})
+	s, err := openTarget(ctx, path, &Options{Now: c.Now})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func openAt(tb testing.TB, path string, c *clock) *Store {
 // openPath opens the database at path, closed at the end of the test.
 func openPath(tb testing.TB, path string) *Store {
 	tb.Helper()
-	s, err := Open(ctx, path, nil)
+	s, err := openTarget(ctx, path, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

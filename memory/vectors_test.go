@@ -437,13 +437,13 @@ func TestEndpointDownKeepsTheQueue(t *testing.T) {
 func TestQueueSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/memory.db"
-	s, err := Open(ctx, path, nil)
+	s, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	put(t, s, projA, sem("shipping", "ship the release"))
 	s.Close()
-	s, err = Open(ctx, path, nil)
+	s, err = openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,7 +727,7 @@ func TestHybridFindsDeepExactHits(t *testing.T) {
 func TestRestoreSeenByTheVectorIndex(t *testing.T) {
 	dir := t.TempDir()
 	_, c := standIn(t, "toy")
-	other, err := Open(ctx, filepath.Join(dir, "other.db"), nil)
+	other, err := openTarget(ctx, filepath.Join(dir, "other.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,7 +742,7 @@ func TestRestoreSeenByTheVectorIndex(t *testing.T) {
 	}
 
 	path := filepath.Join(dir, "memory.db")
-	server, err := Open(ctx, path, nil)
+	server, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -754,12 +754,12 @@ func TestRestoreSeenByTheVectorIndex(t *testing.T) {
 		t.Fatalf("before the restore: %v", hitKeys(hits))
 	}
 
-	admin, err := Open(ctx, path, nil)
+	admin, err := openTarget(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	if _, err := admin.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
+	if err := admin.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if hits := semantic(t, server, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {

@@ -688,7 +688,7 @@ func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, r
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := s.tx1(ctx, fn)
-		if err == nil || !(isBusy(err) || s.pg && pgRetryable(err)) || attempt >= 5 {
+		if err == nil || !s.b.Retryable(err) || attempt >= 5 {
 			return err
 		}
 		select {
@@ -706,7 +706,7 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.writing }()
-	tx, err := s.beginWrite(ctx)
+	tx, commit, err := s.beginWrite(ctx)
 	if err != nil {
 		return err
 	}
@@ -731,8 +731,8 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		if uncertain(err) {
+	if err := commit(); err != nil {
+		if s.b.Uncertain(err) {
 			// It may have committed (PostgreSQL, the server unreachable
 			// to ask): undoing its files would lose a record that is
 			// saved, so they stay, and a sync imports them if it is not;

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -42,7 +43,11 @@ type ws struct {
 func mustOpen(tb testing.TB, path string) *memory.Store {
 	tb.Helper()
 	c := &clock{t: time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)}
-	st, err := memory.Open(context.Background(), path, &memory.Options{Now: c.now})
+	b, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := memory.New(context.Background(), b, &memory.Options{Now: c.now})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/postgres"
+	"prom.codes/memory-mcp/memory/sqlite"
 )
 
 // A backend is the store a run measures the server on: the SQLite file (the
@@ -149,4 +153,20 @@ func writeSideBySide(w io.Writer, reps []*report) error {
 	}
 	_, err := io.WriteString(w, b.String()+"\n")
 	return err
+}
+
+// openStore opens the store at target: the SQLite file, or the PostgreSQL
+// database a postgres:// URL names.
+func openStore(ctx context.Context, target string, opts *memory.Options) (*memory.Store, error) {
+	var b memory.Backend
+	var err error
+	if memory.IsURL(target) {
+		b, err = postgres.Open(ctx, target)
+	} else {
+		b, err = sqlite.Open(ctx, target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return memory.New(ctx, b, opts)
 }

@@ -81,7 +81,7 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err := readJSON(filepath.Join(cfg.evalDir, "conversations.json"), &convs); err != nil {
 		return err
 	}
-	st, err := memory.Open(ctx, filepath.Join(tmp, "labelled.db"), nil)
+	st, err := openStore(ctx, filepath.Join(tmp, "labelled.db"), nil)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ type knownSet struct {
 func knownItemEval(ctx context.Context, tmp string, seed int64, n int, stderr io.Writer) (knownSet, error) {
 	var out knownSet
 	root := filepath.Join(tmp, fmt.Sprintf("known-%d", n))
-	st, err := memory.Open(ctx, filepath.Join(root, "memory.db"), nil)
+	st, err := openStore(ctx, filepath.Join(root, "memory.db"), nil)
 	if err != nil {
 		return out, err
 	}

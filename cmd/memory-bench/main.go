@@ -235,11 +235,9 @@ func runStdio(ctx context.Context, cfg config, b backend, bin, tmp string, stder
 		"HOME=" + home, "PATH=" + os.Getenv("PATH"),
 		b.env(dbPath), "PROMETHEUS_WORKSPACE_ROOT=" + root,
 	}
-	// The Go runtime's and the C allocator's knobs and the server's
-	// profiles pass through, to measure their effect and to see where a
-	// call's time and memory go (a heap profile needs a build with
-	// -tags heapprofile: the one made here is, when it is asked for).
-	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS", "MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "MEMORY_MCP_CPUPROFILE", "MEMORY_MCP_HEAPPROFILE"} {
+	// The Go runtime's settings and the server's CPU profile pass
+	// through, to see where a call's time goes.
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GODEBUG", "GOMAXPROCS", "MEMORY_MCP_CPUPROFILE"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
@@ -394,12 +392,7 @@ func findServer(ctx context.Context, flagPath, tmp string, stderr io.Writer) (st
 	}
 	out := filepath.Join(tmp, "bin", name)
 	fmt.Fprintln(stderr, "memory-bench: building memory-mcp")
-	args := []string{"build", "-o", out}
-	if os.Getenv("MEMORY_MCP_HEAPPROFILE") != "" {
-		// Only a build with the tag writes one (see heapprofile.go there).
-		args = append(args, "-tags", "heapprofile")
-	}
-	build := exec.CommandContext(ctx, "go", append(args, "prom.codes/memory-mcp/cmd/memory-mcp")...)
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, "prom.codes/memory-mcp/cmd/memory-mcp")
 	build.Stdout, build.Stderr = stderr, stderr
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("build memory-mcp (run from inside the module, or pass -server): %w", err)

@@ -84,7 +84,7 @@ type seedResult struct {
 func seed(ctx context.Context, dbPath, root string, c *records, n int, progress io.Writer) (seedResult, error) {
 	res := seedResult{byKind: map[string]int{}}
 	start := time.Now()
-	st, err := memory.Open(ctx, dbPath, nil)
+	st, err := openStore(ctx, dbPath, nil)
 	if err != nil {
 		return res, err
 	}

@@ -108,7 +108,7 @@ func measureVectors(ctx context.Context, cfg config, n int, stderr io.Writer) (v
 			row.visible += v
 		}
 	}
-	st, err := memory.Open(ctx, dbPath, nil)
+	st, err := openStore(ctx, dbPath, nil)
 	if err != nil {
 		return row, err
 	}

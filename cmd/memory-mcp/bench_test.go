@@ -65,7 +65,7 @@ func fixture(b *testing.B, n, files int) *benchFixture {
 	f := &benchFixture{root: root, db: filepath.Join(dir, "memory.db")}
 	start := time.Now()
 	ctx := context.Background()
-	st, err := memory.Open(ctx, f.db, nil)
+	st, err := openStore(ctx, f.db, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func BenchmarkRecall(b *testing.B) {
 	b.Run("n="+strconv.Itoa(benchN), func(b *testing.B) {
 		a := fixture(b, benchN, benchFiles).app(b)
 		benchMeasure(b, func(ctx context.Context) error {
-			blk, err := a.recall(ctx, "", nil, 0)
+			blk, err := a.Recall(ctx, "", nil, 0)
 			if err == nil && len(blk.Included) == 0 {
 				err = fmt.Errorf("empty recall block")
 			}
@@ -249,7 +249,7 @@ func BenchmarkRecallQuery(b *testing.B) {
 		i := 0
 		benchMeasure(b, func(ctx context.Context) error {
 			i++
-			_, err := a.recall(ctx, f.queries[i%len(f.queries)], nil, 0)
+			_, err := a.Recall(ctx, f.queries[i%len(f.queries)], nil, 0)
 			return err
 		})
 	})
@@ -262,14 +262,14 @@ func BenchmarkReadWoven(b *testing.B) {
 	b.Run("n="+strconv.Itoa(benchN), func(b *testing.B) {
 		a := fixture(b, benchN, benchFiles).app(b)
 		benchMeasure(b, func(ctx context.Context) error {
-			rep, err := a.sync(ctx)
+			rep, err := a.Sync(ctx)
 			if err != nil {
 				return err
 			}
 			if len(rep.Imported)+len(rep.Deleted)+len(rep.Problems) > 0 {
 				return fmt.Errorf("sync changed something: %+v", rep)
 			}
-			_, err = a.recall(ctx, "", nil, 0)
+			_, err = a.Recall(ctx, "", nil, 0)
 			return err
 		})
 	})

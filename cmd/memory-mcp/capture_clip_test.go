@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"prom.codes/memory-mcp/memory/transcript"
 )
 
 // TestCaptureKeepsNoPartOfAClippedSecret runs `memory-mcp capture` on
@@ -28,7 +30,7 @@ func TestCaptureKeepsNoPartOfAClippedSecret(t *testing.T) {
 		return lead + filler + " " + token + tail
 	}
 	// The plan's clip, and the episode description's (200 bytes of the plan).
-	for _, plan := range []int{planBytes, 200} {
+	for _, plan := range []int{transcript.PlanBytes, 200} {
 		for _, k := range []int{1, 4, 8, 9, 10, 20, len(token) - 1} {
 			var b bytes.Buffer
 			enc := json.NewEncoder(&b)
@@ -52,7 +54,7 @@ func TestCaptureKeepsNoPartOfAClippedSecret(t *testing.T) {
 			// Statements: at a fact description's clip, and at the length
 			// limit; and one clean, which the capture keeps.
 			user(straddle("Always rotate", 120, k, " first.") + " " + straddle("Never print", 300, k, " anywhere.") + " Always run make lint first.")
-			assistant(map[string]any{"type": "text", "text": straddle("Rotated.", outcomeBytes, k, " is live.")})
+			assistant(map[string]any{"type": "text", "text": straddle("Rotated.", transcript.OutcomeBytes, k, " is live.")})
 			tr := filepath.Join(t.TempDir(), "t.jsonl")
 			if err := os.WriteFile(tr, b.Bytes(), 0o600); err != nil {
 				t.Fatal(err)

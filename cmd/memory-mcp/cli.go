@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 )
 
@@ -218,4 +219,29 @@ func printJSON(w io.Writer, v any) error {
 // unless asked.
 func (c *cli) app(fn func(*app, *slog.Logger) error) error {
 	return withApp(c.ctx, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stderr, fn)
+}
+
+var examples = map[string]string{
+	"read":     "  memory-mcp read --query \"database migrations\"\n",
+	"capture":  "  echo '{\"session_id\":\"s1\",\"statements\":[\"tests run with make test\"]}' | memory-mcp capture\n",
+	"list":     "  memory-mcp list --type semantic --tag go\n",
+	"search":   "  memory-mcp search \"how do we run tests\"\n",
+	"show":     "  memory-mcp show test-runner\n",
+	"write":    "  echo 'Run make test; it sets up the fixtures.' | memory-mcp write test-runner --tag testing\n",
+	"rm":       "  memory-mcp rm test-runner --type semantic\n",
+	"export":   "  memory-mcp export --out memories.jsonl\n",
+	"import":   "  memory-mcp import memories.jsonl\n  memory-mcp import memory.json --format server-memory --dry-run\n",
+	"backup":   "  memory-mcp backup ~/memory-backup.db\n",
+	"restore":  "  memory-mcp restore ~/memory-backup.db\n",
+	"doctor":   "  memory-mcp doctor\n",
+	"stats":    "  memory-mcp stats --json\n",
+	"projects": "  memory-mcp projects\n  memory-mcp projects move ~/old/checkout ~/new/checkout\n",
+	"setup":    "  memory-mcp setup claude-code\n",
+	"version":  "  memory-mcp version\n",
+}
+
+func printProblems(w io.Writer, ps []server.Problem) {
+	for _, p := range ps {
+		fmt.Fprintf(w, "memory-mcp: %s not accepted: %s\n", p.Path, p.Reason)
+	}
 }

@@ -18,7 +18,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/jsonl"
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -93,14 +95,14 @@ func TestBackupDuringWrites(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged before the backup, %d while it ran", len(before), during)
 
-	chk, err := memory.CheckFile(ctx, path)
+	chk, err := sqlite.CheckFile(ctx, path)
 	if err != nil {
 		t.Fatalf("backup does not check out: %v", err)
 	}
 	if chk.Records < len(before) {
 		t.Fatalf("backup holds %d records, want at least %d", chk.Records, len(before))
 	}
-	st, err := memory.Open(ctx, path, nil)
+	st, err := openStore(ctx, path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestTwoImportsAtOnce(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(exp))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var l exportLine
+		var l jsonl.Line
 		must(t, json.Unmarshal(sc.Bytes(), &l))
 		if seen[l.Key] {
 			t.Fatalf("%s exported twice", l.Key)

@@ -90,3 +90,6 @@ func loadConfig(getenv func(string) string) (Config, error) {
 	}
 	return c, nil
 }
+
+// redact takes the database URL's password out of err's text.
+func (c Config) redact(err error) error { return redact(err, dbSecrets(c.DBURL)) }

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strings"
+
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/postgres"
+	"prom.codes/memory-mcp/memory/sqlite"
 )
 
 // The database a command works on is a SQLite file (the default, for one
@@ -265,4 +270,20 @@ func (c Config) dbError(err error) error {
 // when the database is PostgreSQL.
 func (c Config) sqliteOnly(cmd, instead string) error {
 	return fmt.Errorf("%s: the database is PostgreSQL (%s), not a file: %s", cmd, c.DBName(), instead)
+}
+
+// openStore opens the store at target: the SQLite file, or the PostgreSQL
+// database a postgres:// URL names.
+func openStore(ctx context.Context, target string, opts *memory.Options) (*memory.Store, error) {
+	var b memory.Backend
+	var err error
+	if memory.IsURL(target) {
+		b, err = postgres.Open(ctx, target)
+	} else {
+		b, err = sqlite.Open(ctx, target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return memory.New(ctx, b, opts)
 }

@@ -57,3 +57,6 @@ func TestInstructionsIndexUnderItsCap(t *testing.T) {
 		t.Errorf("memory://index is not complete:\n%s", full)
 	}
 }
+
+// instructionsBudget is the cap, in tokens, on the initialize instructions.
+const instructionsBudget = 500

@@ -18,7 +18,10 @@
 // database a postgres:// URL names, in place of the environment's
 // (PROMETHEUS_MEMORY_DB_PATH, PROMETHEUS_MEMORY_DB_URL).
 //
-// It is the only package that imports the MCP SDK.
+// Package main parses flags and the environment into a Config, opens the
+// store and runs one command, each in a file of its own. Serving MCP is
+// internal/server's, the only package besides tests that imports the MCP
+// SDK; internal/bearer checks a team server's tokens.
 package main
 
 import (

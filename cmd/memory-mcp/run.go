@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"time"
 )
 
 // run is the whole program: args without the program name, the environment,
@@ -50,62 +49,6 @@ func wantsHelp(args []string) bool {
 	return false
 }
 
-func runServe(c *cli, args []string) error {
-	if len(args) > 0 && !wantsHelp(args) {
-		return serveCmd(c.ctx, args, c.getenv, c.stderr)
-	}
-	if wantsHelp(args) {
-		fmt.Fprint(c.stdout, "Usage: memory-mcp serve\n\nServes MCP on stdin/stdout, as an agent launches it.\n\n")
-		serveFlags(&httpOptions{}, c.stdout).Usage()
-		return errHelp
-	}
-	f := newFlags(c, "serve")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if isTerminal(c.stdin) {
-		fmt.Fprint(c.stderr, `memory-mcp is an MCP server and is waiting for an agent on stdin/stdout.
-An agent launches it for you: run "memory-mcp setup claude-code" (or cursor,
-vscode, codex) in your project. To look at memory yourself, try
-"memory-mcp list", "memory-mcp search QUERY" or "memory-mcp help".
-Press Ctrl-C to stop.
-`)
-	}
-	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return serve(c.ctx, a, log, c.stdin, c.stdout) })
-}
-
-func runRead(c *cli, args []string) error {
-	f := newFlags(c, "read").withJSON()
-	query := f.String("query", "", "put memories relevant to this first")
-	maxTokens := f.Int("max-tokens", 0, "token budget (default PROMETHEUS_MEMORY_TOKEN_BUDGET or 1500)")
-	if _, err := f.parse(args, 0, 0); err != nil {
-		return err
-	}
-	if *maxTokens < 0 {
-		return fmt.Errorf("read: --max-tokens must not be negative")
-	}
-	return c.app(func(a *app, log *slog.Logger) error {
-		rep, err := a.sync(c.ctx)
-		if err != nil {
-			return err
-		}
-		for _, p := range rep.Problems {
-			fmt.Fprintf(c.stderr, "memory-mcp: %s not accepted: %s\n", p.Path, p.Reason)
-		}
-		b, err := a.recall(c.ctx, *query, nil, *maxTokens)
-		if err != nil {
-			return err
-		}
-		if f.JSON() {
-			return printJSON(c.stdout, readOut{Block: b.Markdown, Tokens: b.Tokens, Included: b.Included, Omitted: b.Omitted, Problems: problems(rep)})
-		}
-		if b.Markdown != "" {
-			_, err = io.WriteString(c.stdout, b.Markdown+"\n")
-		}
-		return err
-	})
-}
-
 // defaulting is getenv with a default for one variable.
 func defaulting(getenv func(string) string, name, value string) func(string) string {
 	return func(k string) string {
@@ -128,41 +71,8 @@ func withApp(ctx context.Context, getenv func(string) string, stderr io.Writer, 
 	}
 	defer a.Close()
 	// Remember where this project lives, for projects and projects move.
-	if err := a.store.NoteRoot(ctx, cfg.Project, cfg.Root); err != nil {
+	if err := a.Store.NoteRoot(ctx, cfg.Project, cfg.Root); err != nil {
 		log.Warn("could not record the project root", "err", err)
 	}
 	return fn(a, log)
-}
-
-func serve(ctx context.Context, a *app, log *slog.Logger, stdin io.Reader, stdout io.Writer) error {
-	srv := newServer(a, log)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	loop := make(chan struct{})
-	go func() {
-		defer close(loop)
-		srv.instructionsLoop(ctx)
-	}()
-	go srv.purgeLoop(ctx, 10*time.Minute)
-	stopEmbedding := a.sem.start(ctx)
-	log.Debug("serving", "db", a.cfg.DBName(), "root", a.cfg.Root)
-	err := serveStdio(ctx, srv.mcp, stdin, stdout, log)
-	// Let the last change reach the saved instructions before the
-	// database closes; weaving them reads the project's records, which
-	// takes longer on a loaded machine. Clients wait 5 s for an exit.
-	cancel()
-	stopEmbedding()
-	select {
-	case <-loop:
-	case <-time.After(4 * time.Second):
-	}
-	return err
-}
-
-func runToken(c *cli, args []string) error {
-	if wantsHelp(args) {
-		fmt.Fprint(c.stdout, tokenUsage)
-		return errHelp
-	}
-	return tokenCmd(c.ctx, args, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stdout, c.stderr)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
 // The search benchmarks split memory_search's cost on the fixture of
@@ -21,12 +23,12 @@ import (
 func BenchmarkSearchTool(b *testing.B) {
 	b.Run("n="+strconv.Itoa(benchN), func(b *testing.B) {
 		f := fixture(b, benchN, benchFiles)
-		srv := newServer(f.app(b), slog.New(slog.DiscardHandler))
+		srv := server.New(f.app(b).App, slog.New(slog.DiscardHandler))
 		i := 0
 		b.ReportAllocs()
 		benchMeasure(b, func(ctx context.Context) error {
 			i++
-			_, out, err := srv.search(ctx, searchIn{Query: f.queries[i%len(f.queries)]})
+			_, out, err := srv.Search(ctx, server.SearchIn{Query: f.queries[i%len(f.queries)]})
 			if err == nil && len(out.Results) == 0 {
 				err = fmt.Errorf("no results for %q", f.queries[i%len(f.queries)])
 			}
@@ -39,9 +41,9 @@ func BenchmarkSearchTool(b *testing.B) {
 // server, connected in memory; ping is that connection's floor.
 func BenchmarkSearchCall(b *testing.B) {
 	f := fixture(b, benchN, benchFiles)
-	srv := newServer(f.app(b), slog.New(slog.DiscardHandler))
+	srv := server.New(f.app(b).App, slog.New(slog.DiscardHandler))
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.mcp.Connect(context.Background(), st, nil)
+	ss, err := srv.MCP().Connect(context.Background(), st, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return errors.New("token create: --tenant and --user are required")
 		}
 		return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
-			secret, tok, err := a.store.CreateToken(ctx, nt)
+			secret, tok, err := a.Store.CreateToken(ctx, nt)
 			if err != nil {
 				return fmt.Errorf("token create: %w", err)
 			}
@@ -82,7 +82,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
-			toks, err := a.store.Tokens(ctx)
+			toks, err := a.Store.Tokens(ctx)
 			if err != nil {
 				return err
 			}
@@ -115,7 +115,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return errors.New("token revoke: want one token id or token")
 		}
 		return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
-			tok, err := a.store.RevokeToken(ctx, fs.Arg(0))
+			tok, err := a.Store.RevokeToken(ctx, fs.Arg(0))
 			if errors.Is(err, memory.ErrNotFound) {
 				return errors.New("token revoke: no such token")
 			}
@@ -143,4 +143,12 @@ func clipSecret(s string) string {
 		return memory.TokenPrefix + "…"
 	}
 	return clipArg(s)
+}
+
+func runToken(c *cli, args []string) error {
+	if wantsHelp(args) {
+		fmt.Fprint(c.stdout, tokenUsage)
+		return errHelp
+	}
+	return tokenCmd(c.ctx, args, defaulting(c.getenv, "PROMETHEUS_MEMORY_LOG_LEVEL", "warn"), c.stdout, c.stderr)
 }

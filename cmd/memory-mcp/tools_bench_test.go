@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 )
 
 // These benchmarks measure one tool call through the whole server (the
@@ -22,11 +23,11 @@ import (
 // benchSession serves a on in-memory transports and returns the client.
 func benchSession(b *testing.B, a *app) *mcp.ClientSession {
 	b.Helper()
-	srv := newServer(a, slog.New(slog.DiscardHandler))
+	srv := server.New(a.App, slog.New(slog.DiscardHandler))
 	ct, st := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	ss, err := srv.mcp.Connect(ctx, st, nil)
+	ss, err := srv.MCP().Connect(ctx, st, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func BenchmarkToolReadKey(b *testing.B) {
 	eachToolSize(b, func(b *testing.B, f *benchFixture) {
 		a := f.app(b)
 		cs := benchSession(b, a)
-		recs, err := a.store.Index(context.Background(), a.cfg.Project, 512)
+		recs, err := a.Store.Index(context.Background(), a.cfg.Project, 512)
 		if err != nil || len(recs) == 0 {
 			b.Fatalf("index: %d records, %v", len(recs), err)
 		}

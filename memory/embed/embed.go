@@ -4,7 +4,9 @@
 // one vector per input, in order.
 //
 // Its errors name the endpoint and what went wrong, never the text sent
-// or the key. It imports only the standard library.
+// or the key. A Worker embeds the records of a store's queue in the
+// background with a Client; the store is a Queue to it, so this package
+// imports only the standard library.
 package embed
 
 import (

@@ -142,7 +142,7 @@ func TestPostgresPasswordNeverShown(t *testing.T) {
 	u.Host = "127.0.0.1:1" // nothing listens there
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = memory.Open(ctx, u.String(), nil)
+	_, err = storetest.OpenTarget(ctx, u.String(), nil)
 	if err == nil {
 		t.Fatal("opened a database nobody serves")
 	}
@@ -166,7 +166,7 @@ func TestPostgresUnsupported(t *testing.T) {
 	if !errorsIs(err, memory.ErrUnsupported) || !strings.Contains(err.Error(), "pg_dump") {
 		t.Errorf("backup = %v", err)
 	}
-	if _, err := s.RestoreFrom(context.Background(), t.TempDir()+"/x.db", t.TempDir()+"/keep.db", nil); !errorsIs(err, memory.ErrUnsupported) {
+	if err := s.RestoreFrom(context.Background(), t.TempDir()+"/x.db", t.TempDir()+"/keep.db", nil); !errorsIs(err, memory.ErrUnsupported) {
 		t.Errorf("restore = %v", err)
 	}
 }
@@ -178,7 +178,7 @@ func TestPostgresMissingDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Path = "/no_such_memory_db"
-	_, err = memory.Open(context.Background(), u.String(), nil)
+	_, err = storetest.OpenTarget(context.Background(), u.String(), nil)
 	if err == nil || !strings.Contains(err.Error(), "create the database first") {
 		t.Fatalf("open of a missing database = %v", err)
 	}
@@ -213,7 +213,7 @@ func TestPostgresNewerSchemaRefused(t *testing.T) {
 	}
 	s.Close()
 	pgExec(t, target, `INSERT INTO memory_migrations (version, applied_at) VALUES (99, 0)`)
-	_, err := memory.Open(context.Background(), target, nil)
+	_, err := storetest.OpenTarget(context.Background(), target, nil)
 	if err == nil || !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "upgrade") {
 		t.Fatalf("open of a newer schema = %v", err)
 	}
@@ -241,7 +241,7 @@ func TestPostgresLeastPrivilege(t *testing.T) {
 	pgExec(t, target, `CREATE ROLE `+role+` LOGIN PASSWORD 'pw-s3cret'`, `REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
 	u, _ := url.Parse(target)
 	u.User = url.UserPassword(role, "pw-s3cret")
-	_, err := memory.Open(ctx, u.String(), nil)
+	_, err := storetest.OpenTarget(ctx, u.String(), nil)
 	if err == nil || !strings.Contains(err.Error(), "GRANT CREATE ON SCHEMA") || strings.Contains(err.Error(), "pw-s3cret") {
 		t.Fatalf("open without CREATE = %v", err)
 	}
@@ -249,7 +249,7 @@ func TestPostgresLeastPrivilege(t *testing.T) {
 	q.Set("search_path", "no_such_schema")
 	missing := *u
 	missing.RawQuery = q.Encode()
-	_, err = memory.Open(ctx, missing.String(), nil)
+	_, err = storetest.OpenTarget(ctx, missing.String(), nil)
 	if err == nil || !strings.Contains(err.Error(), "search_path names does not exist") || strings.Contains(err.Error(), "pw-s3cret") {
 		t.Fatalf("open with a search_path naming no schema = %v", err)
 	}

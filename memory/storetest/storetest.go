@@ -3,8 +3,8 @@
 // calls Run with a function that makes an empty database and returns what
 // memory.Open takes for it (a file path or a postgres:// URL).
 //
-// It imports memory, scope, memory/embed and its loopback stand-in, and the
-// standard library.
+// It imports memory, its two backends (memory/sqlite, memory/postgres),
+// scope, memory/embed and its loopback stand-in, and the standard library.
 package storetest
 
 import (
@@ -20,6 +20,8 @@ import (
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
+	"prom.codes/memory-mcp/memory/postgres"
+	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -50,6 +52,22 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// OpenTarget opens the SQLite file at target, or the PostgreSQL database a
+// postgres:// URL names.
+func OpenTarget(ctx context.Context, target string, opts *memory.Options) (*memory.Store, error) {
+	var b memory.Backend
+	var err error
+	if memory.IsURL(target) {
+		b, err = postgres.Open(ctx, target)
+	} else {
+		b, err = sqlite.Open(ctx, target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return memory.New(ctx, b, opts)
+}
+
 // Open opens target for t with clock c (nil: the real time), closing it
 // when t ends.
 func Open(t testing.TB, target string, c *Clock) *memory.Store {
@@ -58,7 +76,7 @@ func Open(t testing.TB, target string, c *Clock) *memory.Store {
 	if c != nil {
 		opts.Now = c.Now
 	}
-	s, err := memory.Open(context.Background(), target, opts)
+	s, err := OpenTarget(context.Background(), target, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -837,7 +855,7 @@ func testConcurrentMigration(t *testing.T, newDB NewDB) {
 		go func() {
 			defer wg.Done()
 			<-start
-			stores[i], errs[i] = memory.Open(ctx, target, nil)
+			stores[i], errs[i] = OpenTarget(ctx, target, nil)
 		}()
 	}
 	close(start)
