@@ -53,7 +53,8 @@ type team struct {
 func ServeHTTP(ctx context.Context, a *App, log *slog.Logger, o HTTPOptions) error {
 	t := &team{base: a, log: log, servers: map[string]*Server{}}
 	t.guard = &bearer.Guard{
-		Hosts: bearer.NewHosts(o.Addr, o.AllowedHosts...), Tokens: a.Store, Limiter: bearer.NewLimiter(o.Rate, int(5*o.Rate)), Tenant: o.Tenant,
+		Hosts: bearer.NewHosts(o.Addr, o.AllowedHosts...), Tokens: a.Store,
+		Limiter: bearer.NewLimiter(o.Rate, int(5*o.Rate)), Tenant: o.Tenant,
 		Timeout: o.Timeout, MaxBody: maxBody, MaxSessions: maxSessions, Sessions: t.sessions,
 		Log: log, Redact: a.redact,
 	}
@@ -317,8 +318,8 @@ func (t *team) server(r *http.Request) *mcp.Server {
 }
 
 // freshInstructions brings the index in the instructions up to date before
-// an initialize or a discovery: a team server lives long, and nothing else refreshes it
-// for each identity.
+// an initialize or a discovery: a team server lives long, and nothing else
+// refreshes it for each identity.
 func (srv *Server) freshInstructions(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "initialize" || method == "server/discover" {
