@@ -21,11 +21,13 @@ import (
 //
 // Events arrive on their own goroutine, a moment after the change. So
 // that a sync sees every change made before it started (a person saves,
-// then asks the agent), it first creates a cookie file and waits for that
+// then asks the agent), it first touches a cookie file and waits for that
 // file's event: the events of one watcher come in order, so every earlier
 // change has been noted by then. Watchman syncs its queries the same way.
-// The cookie goes in the temporary directory, which git ignores, watched
-// by the same watcher. (Where a platform does not keep the order across
+// The cookie is a file of the Dir's own in the temporary directory, which
+// git ignores, watched by the same watcher; it is made when the watcher
+// starts, and each sync only sets its times, far cheaper than creating a
+// file. (Where a platform does not keep the order across
 // two directories, an event late past its cookie waits for the next sync
 // or the next full scan; data is never at stake, since a write refuses to
 // overwrite a file that is not what the store last saw.)
@@ -55,9 +57,10 @@ type watcher struct {
 // watchState is what the watcher's goroutine notes for the next sync,
 // under Dir.mu.
 type watchState struct {
-	pending map[string]bool          // stems of the *.md files with events, or a write of ours
-	lost    bool                     // anything may have changed
-	cookies map[string]chan struct{} // cookie file names Sync waits for
+	pending map[string]bool // stems of the *.md files with events, or a write of ours
+	lost    bool            // anything may have changed
+	cookie  string          // the cookie's name in the temporary directory
+	waiting chan struct{}   // closed at the cookie's next change of times
 }
 
 // changes says what this sync must look at: the stems of the files with
@@ -112,7 +115,7 @@ func (d *Dir) changes(r *os.Root, now time.Time) (stems []string, all bool) {
 }
 
 // watch starts a watcher on the directory and its temporary directory,
-// making that if needed.
+// making that if needed, and makes the cookie.
 func (d *Dir) watch(r *os.Root) error {
 	fi, err := os.Stat(d.path) // before Add: a directory replaced in between is caught next time
 	if err != nil {
@@ -121,18 +124,26 @@ func (d *Dir) watch(r *os.Root) error {
 	if err := makeTempSub(r); err != nil {
 		return err
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
+	// A temporary file's name, so that a sync sweeps one a crash left.
+	cookie := cookiePrefix + randomHex() + ".tmp"
+	if err := r.WriteFile(tempSub+"/"+cookie, nil, 0o600); err != nil {
 		return err
 	}
-	for _, p := range []string{d.path, filepath.Join(d.path, tempSub)} {
-		if err := w.Add(p); err != nil {
-			w.Close()
-			return err
+	w, err := fsnotify.NewWatcher()
+	if err == nil {
+		for _, p := range []string{d.path, filepath.Join(d.path, tempSub)} {
+			if err = w.Add(p); err != nil {
+				w.Close()
+				break
+			}
 		}
 	}
+	if err != nil {
+		r.Remove(tempSub + "/" + cookie)
+		return err
+	}
 	d.mu.Lock()
-	d.ws = watchState{pending: map[string]bool{}, cookies: map[string]chan struct{}{}}
+	d.ws = watchState{pending: map[string]bool{}, cookie: cookie}
 	d.mu.Unlock()
 	d.watcher = &watcher{w: w, dir: fi, done: make(chan struct{})}
 	go d.follow(d.watcher)
@@ -147,7 +158,8 @@ func (d *Dir) following() bool {
 	return err == nil && os.SameFile(fi, d.watcher.dir)
 }
 
-// unwatch stops the watcher, if any, and waits for its goroutine.
+// unwatch stops the watcher, if any, waits for its goroutine and removes
+// the cookie.
 func (d *Dir) unwatch() {
 	if d.watcher == nil {
 		return
@@ -155,6 +167,10 @@ func (d *Dir) unwatch() {
 	d.watcher.w.Close()
 	<-d.watcher.done
 	d.watcher = nil
+	if r, err := d.openRoot(false); err == nil {
+		r.Remove(tempSub + "/" + d.ws.cookie)
+		r.Close()
+	}
 }
 
 // follow notes the watcher's events until it is closed.
@@ -187,9 +203,11 @@ func (d *Dir) event(ev fsnotify.Event) {
 		return
 	}
 	dir, name := filepath.Split(ev.Name)
-	if ch, ok := d.ws.cookies[name]; ok {
-		close(ch)
-		delete(d.ws.cookies, name)
+	if name == d.ws.cookie {
+		if ev.Has(fsnotify.Chmod) && d.ws.waiting != nil {
+			close(d.ws.waiting)
+			d.ws.waiting = nil
+		}
 		return
 	}
 	if filepath.Clean(dir) == d.path {
@@ -225,28 +243,23 @@ func (d *Dir) note(key string) {
 	d.mu.Unlock()
 }
 
-// cookie creates a cookie file and waits for its event: see above. The
-// name is one of a temporary file, so that a sync sweeps one a crash left.
+// cookie touches the cookie and waits for its event: see above.
 func (d *Dir) cookie(r *os.Root) error {
-	name := ".sync-cookie.md." + randomHex() + ".tmp"
-	path := tempSub + "/" + name
 	ch := make(chan struct{})
 	d.mu.Lock()
-	d.ws.cookies[name] = ch
+	d.ws.waiting = ch
+	name := d.ws.cookie
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
-		delete(d.ws.cookies, name)
+		d.ws.waiting = nil
 		d.mu.Unlock()
 	}()
-	f, err := r.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	// Its mtime kept fresh, so that no sync sweeps it as a crash's.
+	now := time.Now()
+	if err := r.Chtimes(tempSub+"/"+name, now, now); err != nil {
 		return err
 	}
-	f.Close()
-	// Removed only after its event: a watcher that reads the directory to
-	// learn what was created (kqueue) would otherwise miss it.
-	defer r.Remove(path)
 	t := time.NewTimer(cookieWait)
 	defer t.Stop()
 	select {
@@ -258,5 +271,7 @@ func (d *Dir) cookie(r *os.Root) error {
 		return errNoAnswer
 	}
 }
+
+const cookiePrefix = ".sync-cookie.md."
 
 var errNoAnswer = errors.New("no event came for a file created in the watched directory")
