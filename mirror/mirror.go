@@ -342,7 +342,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		}
 		return memory.FileState{}, nil, err
 	}
-	if err := r.Rename(tmp, name); err != nil {
+	if err := whenFree(func() error { return r.Rename(tmp, name) }); err != nil {
 		r.Remove(tmp)
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
@@ -515,7 +515,7 @@ func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime
 		} else if err != nil {
 			return err
 		}
-	} else if err := r.Rename(tmp, name); err != nil {
+	} else if err := whenFree(func() error { return r.Rename(tmp, name) }); err != nil {
 		return err
 	}
 	// The file's own mtime back, so that it is as it was before the call.
@@ -615,6 +615,27 @@ func makeTempSub(r *os.Root) error {
 		return err
 	}
 	return nil
+}
+
+// busyWait is how long whenFree keeps trying.
+const busyWait = 2 * time.Second
+
+// whenFree runs op, a rename over a memory file or its removal, and runs it
+// again while it fails because the file is busy (see busy: Windows only),
+// for up to busyWait, then returns its last error.
+func whenFree(op func() error) error {
+	return retryBusy(op, busy, busyWait)
+}
+
+func retryBusy(op func() error, busy func(error) bool, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		err := op()
+		if err == nil || !busy(err) || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+	}
 }
 
 func randomHex() string {
@@ -741,7 +762,7 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 	} else if err != nil {
 		return nil, err
 	}
-	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := whenFree(func() error { return r.Remove(name) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	perm, mtime := fi.Mode().Perm(), fi.ModTime()
