@@ -59,6 +59,10 @@ type Why struct {
 // project's records and the shared scopes' are read or counted.
 // Errors: CodeInvalidArgument for a query with no searchable word.
 func (s *Store) Search(ctx context.Context, p scope.Identity, opts SearchOptions) ([]Hit, error) {
+	return retry(ctx, s, func() ([]Hit, error) { return s.search1(ctx, p, opts) })
+}
+
+func (s *Store) search1(ctx context.Context, p scope.Identity, opts SearchOptions) ([]Hit, error) {
 	terms, words := analyzeQuery(opts.Query)
 	if len(terms) == 0 {
 		return nil, Errorf(CodeInvalidArgument, "query", "has no searchable words")
@@ -351,7 +355,7 @@ type hitRecord struct {
 // record, of another project.
 func (s *Store) wholeBody(ctx context.Context, rowid int64, id string) (string, error) {
 	var body string
-	err := s.db.QueryRowContext(ctx, `SELECT body FROM records WHERE rowid = ? AND id = ?`, rowid, id).Scan(&body)
+	err := s.db.QueryRowContext(ctx, `SELECT body FROM records WHERE rowid = $1 AND id = $2`, rowid, id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
