@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"prom.codes/memory-mcp/memory/excerpt"
 	"prom.codes/memory-mcp/memory/index"
 	"prom.codes/memory-mcp/memory/vector"
 	"prom.codes/memory-mcp/scope"
@@ -63,7 +64,7 @@ func (s *Store) semanticSearch1(ctx context.Context, p scope.Identity, opts Sear
 		return nil, fmt.Errorf("semantic search: %w", err)
 	}
 	keys, global := visibleBuckets(p), globalFrom(p)
-	terms, words := analyzeQuery(opts.Query)
+	terms, words := excerpt.Analyze(opts.Query)
 	hits := []Hit{}
 	seen := map[int64]bool{}
 	// Filters and the scope chain are judged on the rows, so read more
@@ -190,7 +191,7 @@ func (s *Store) hybridSearch1(ctx context.Context, p scope.Identity, opts Search
 	if err != nil {
 		return nil, err
 	}
-	terms, words := analyzeQuery(opts.Query)
+	terms, words := excerpt.Analyze(opts.Query)
 	var want []string // the query words a keyword hit's Why must hold to be exact
 	for _, t := range terms {
 		if !slices.Contains(want, words[t]) {
