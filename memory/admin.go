@@ -19,7 +19,7 @@ func (s *Store) NoteRoot(ctx context.Context, p scope.Identity, root string) err
 		return fmt.Errorf("note project root: %w", err)
 	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO project_roots (project, root, last_used) VALUES (?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO project_roots (project, root, last_used) VALUES ($1, $2, $3)
 			ON CONFLICT (project) DO UPDATE SET root = excluded.root, last_used = excluded.last_used`,
 			string(p), root, s.now().UnixNano())
 		if err != nil {
@@ -41,11 +41,12 @@ type ProjectInfo struct {
 // recently used first.
 func (s *Store) Projects(ctx context.Context) ([]ProjectInfo, error) {
 	now := s.now().UnixNano()
+	latest := "coalesce((SELECT " + s.greatest("max(r.updated_at)", "coalesce(max(r.last_accessed_at), 0)") + " FROM records r WHERE r.project = ids.project), 0)"
 	rows, err := s.db.QueryContext(ctx, `
 		WITH ids AS (SELECT DISTINCT project FROM records WHERE project <> '' UNION SELECT project FROM project_roots)
 		SELECT ids.project, coalesce(pr.root, ''),
-			(SELECT count(*) FROM records r WHERE r.project = ids.project AND (r.expires_at IS NULL OR r.expires_at > ?)),
-			max(coalesce(pr.last_used, 0), coalesce((SELECT max(max(r.updated_at), coalesce(max(r.last_accessed_at), 0)) FROM records r WHERE r.project = ids.project), 0))
+			(SELECT count(*) FROM records r WHERE r.project = ids.project AND (r.expires_at IS NULL OR r.expires_at > $1)),
+			`+s.greatest("coalesce(pr.last_used, 0)", latest)+`
 		FROM ids LEFT JOIN project_roots pr ON pr.project = ids.project`, now)
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
@@ -95,10 +96,10 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var have, known int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = ?`, string(from)).Scan(&have); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = $1`, string(from)).Scan(&have); err != nil {
 			return err
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM project_roots WHERE project = ?`, string(from)).Scan(&known); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM project_roots WHERE project = $1`, string(from)).Scan(&known); err != nil {
 			return err
 		}
 		if have == 0 && known == 0 {
@@ -107,7 +108,7 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 		const clash = `FROM records t JOIN records f ON f.project = @from AND f.scope = t.scope AND f.type = t.type AND f.key = t.key WHERE t.project = @to`
 		args := []any{sql.Named("from", string(from)), sql.Named("to", string(to))}
 		var own int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) `+clash+` AND t.source <> 'markdown'`, args...).Scan(&own); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) `+clash+` AND t.source <> 'markdown'`, s.b.NamedArgs(args)...).Scan(&own); err != nil {
 			return err
 		}
 		if own > 0 {
@@ -115,7 +116,7 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 		}
 		// The copies made from the checkout's files go, with their state:
 		// the moving records and their file state take their place.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (SELECT t.rowid `+clash+`)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE rowid IN (SELECT t.rowid `+clash+`)`, s.b.NamedArgs(args)...); err != nil {
 			return fmt.Errorf("move: %w", err)
 		}
 		steps := []string{
@@ -135,21 +136,21 @@ func (s *Store) MoveProject(ctx context.Context, from, to scope.Identity, toRoot
 			`UPDATE mirror_versions SET version = 1 + (SELECT max(version) FROM mirror_versions WHERE project IN (@from, @to)) WHERE project = @to`,
 		}
 		for _, q := range steps {
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			if _, err := tx.ExecContext(ctx, q, s.b.NamedArgs(args)...); err != nil {
 				return fmt.Errorf("move: %w", err)
 			}
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE records SET project = @to WHERE project = @from`, args...)
+		res, err := tx.ExecContext(ctx, `UPDATE records SET project = @to WHERE project = @from`, s.b.NamedArgs(args)...)
 		if err != nil {
 			return fmt.Errorf("move records: %w", err)
 		}
 		m, _ := res.RowsAffected()
 		n = int(m)
-		if _, err := tx.ExecContext(ctx, `DELETE FROM project_roots WHERE project IN (@from, @to)`, args...); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM project_roots WHERE project IN (@from, @to)`, s.b.NamedArgs(args)...); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO project_roots (project, root, last_used) VALUES (@to, @root, @now)`,
-			append(args, sql.Named("root", toRoot), sql.Named("now", s.now().UnixNano()))...)
+			s.b.NamedArgs(append(args, sql.Named("root", toRoot), sql.Named("now", s.now().UnixNano())))...)
 		return err
 	})
 	return n, err
@@ -181,7 +182,7 @@ type Count struct {
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{Path: s.path, ByScope: map[string]int{}, ByType: map[string]int{}}
 	now := s.now().UnixNano()
-	rows, err := s.db.QueryContext(ctx, `SELECT scope, type, count(*) FROM records WHERE expires_at IS NULL OR expires_at > ? GROUP BY scope, type ORDER BY scope, type`, now)
+	rows, err := s.db.QueryContext(ctx, `SELECT scope, type, count(*) FROM records WHERE expires_at IS NULL OR expires_at > $1 GROUP BY scope, type ORDER BY scope, type`, now)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}
@@ -204,7 +205,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("stats: %w", err)
 	}
 	var oldest, newest sql.NullInt64
-	err = s.db.QueryRowContext(ctx, `SELECT min(created_at), max(updated_at), count(DISTINCT nullif(project, '')) FROM records WHERE expires_at IS NULL OR expires_at > ?`, now).Scan(&oldest, &newest, &st.Projects)
+	err = s.db.QueryRowContext(ctx, `SELECT min(created_at), max(updated_at), count(DISTINCT nullif(project, '')) FROM records WHERE expires_at IS NULL OR expires_at > $1`, now).Scan(&oldest, &newest, &st.Projects)
 	if err != nil {
 		return st, fmt.Errorf("stats: %w", err)
 	}
@@ -223,10 +224,10 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 // scope, type, key. The project of a project-scope record is passed beside
 // it ("" for the others).
 func (s *Store) Export(ctx context.Context, p scope.Identity, all bool, fn func(project string, r Record) error) error {
-	where := `(r.expires_at IS NULL OR r.expires_at > ?) AND r.project IN (?, '')`
+	where := `(r.expires_at IS NULL OR r.expires_at > $1) AND r.project IN ($2, '')`
 	args := []any{s.now().UnixNano(), string(p)}
 	if all {
-		where = `(r.expires_at IS NULL OR r.expires_at > ?)`
+		where = `(r.expires_at IS NULL OR r.expires_at > $1)`
 		args = args[:1]
 	}
 	// One read transaction: a consistent picture while servers write.
@@ -315,7 +316,7 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if rec.ID != "" {
 			var owner string
-			err := tx.QueryRowContext(ctx, `SELECT key || ' (' || type || ')' FROM records WHERE id = ? AND NOT (project = ? AND scope = ? AND type = ? AND key = ?)`,
+			err := tx.QueryRowContext(ctx, `SELECT key || ' (' || type || ')' FROM records WHERE id = $1 AND NOT (project = $2 AND scope = $3 AND type = $4 AND key = $5)`,
 				rec.ID, bucket(string(p.ID), int(w.Scope)), int(w.Scope), string(w.Type), w.Key).Scan(&owner)
 			if err == nil {
 				return Errorf(CodeConflict, "id", "already belongs to another record, %s", owner)
@@ -337,7 +338,7 @@ func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, boo
 		if !rec.UpdatedAt.IsZero() {
 			out.UpdatedAt = rec.UpdatedAt.UTC()
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE records SET created_at = ?, updated_at = ?, last_accessed_at = ? WHERE id = ?`,
+		if _, err := tx.ExecContext(ctx, `UPDATE records SET created_at = $1, updated_at = $2, last_accessed_at = $3 WHERE id = $4`,
 			out.CreatedAt.UnixNano(), out.UpdatedAt.UnixNano(), nanos(out.LastAccessedAt), out.ID); err != nil {
 			return err
 		}
@@ -382,7 +383,7 @@ func (s *Store) ReleaseMissingFiles(ctx context.Context, p scope.Identity, gone 
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		for _, stem := range stems {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem); err != nil {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = $1 AND stem = $2`, string(p), stem); err != nil {
 				return fmt.Errorf("release %s: %w", stem, err)
 			}
 		}

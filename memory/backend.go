@@ -25,13 +25,17 @@ type Backend interface {
 	DB() *sql.DB
 	// BeginWrite begins a write transaction. It sees every write
 	// committed before it began, and no other write transaction, of
-	// this process or another, commits until it ends. commit ends it;
-	// an error from commit that leaves the outcome unknown is one
-	// Uncertain reports.
-	BeginWrite(ctx context.Context) (tx *sql.Tx, commit func() error, err error)
-	// Retryable reports whether a write transaction that failed with
-	// err did not commit and may run again (the database was busy or
-	// the connection was lost before the commit).
+	// this process or another, commits until it ends. end(true) commits
+	// it; an error that leaves the outcome unknown is one Uncertain
+	// reports. end(false) rolls it back, and does nothing once it has
+	// ended.
+	BeginWrite(ctx context.Context) (tx *sql.Tx, end func(commit bool) error, err error)
+	// NamedArgs returns the arguments of a statement with @name
+	// parameters, given as sql.NamedArg values, as DB takes them.
+	NamedArgs(args []any) []any
+	// Retryable reports whether a write transaction or a read that
+	// failed with err did not commit and may run again (the database
+	// was busy, or the connection was lost before the commit).
 	Retryable(err error) bool
 	// Uncertain reports whether err is a commit whose outcome is
 	// unknown: it may have committed, and must not be run again.
@@ -86,4 +90,57 @@ func (s *Store) storable(vs ...string) error {
 		}
 	}
 	return nil
+}
+
+// retry runs read again when it failed for a connection lost on the way,
+// which the pool replaces (see Backend.Retryable), up to twice.
+func retry[T any](ctx context.Context, s *Store, read func() (T, error)) (T, error) {
+	v, err := read()
+	for i := 0; i < 2 && err != nil && ctx.Err() == nil && s.b.Retryable(err); i++ {
+		v, err = read()
+	}
+	return v, err
+}
+
+// What the store's statements spell differently on the two backends.
+// Everything else is written once, in the SQL both accept, with $1, $2, …
+// numbered in the order they first appear (SQLite numbers them so, and
+// takes the arguments in that order) or with @name parameters whose
+// arguments go through Backend.NamedArgs.
+
+// indexedBy names the index SQLite's planner is to use; PostgreSQL's
+// planner picks its own.
+func (s *Store) indexedBy(index string) string {
+	if s.pg {
+		return ""
+	}
+	return " INDEXED BY " + index
+}
+
+// greatest is the greater of a and b.
+func (s *Store) greatest(a, b string) string {
+	if s.pg {
+		return "greatest(" + a + ", " + b + ")"
+	}
+	return "max(" + a + ", " + b + ")"
+}
+
+// jsonValues is a table of the elements of the JSON array expr, in a
+// column named value, called json_each.
+func (s *Store) jsonValues(expr string) string {
+	if s.pg {
+		return "jsonb_array_elements_text(CAST(" + expr + " AS jsonb)) AS json_each(value)"
+	}
+	return "json_each(" + expr + ")"
+}
+
+// inIDs holds where col is one of the ids in param, a JSON array. On
+// PostgreSQL it is a comparison with an array, which the plan kept for a
+// prepared statement reads by the primary key (a join with the array's
+// rows would scan the table).
+func (s *Store) inIDs(col, param string) string {
+	if s.pg {
+		return col + " = ANY (CAST(ARRAY(SELECT jsonb_array_elements_text(CAST(" + param + " AS jsonb))) AS BIGINT[]))"
+	}
+	return col + " IN (SELECT value FROM json_each(" + param + "))"
 }

@@ -117,7 +117,7 @@ func (s *Store) markRestored(ctx context.Context, before marks) error {
 			`UPDATE mirror_files SET v = (SELECT version FROM mirror_versions m WHERE m.project = mirror_files.project)`,
 		}
 		for _, q := range steps {
-			if _, err := tx.ExecContext(ctx, q, sql.Named("gen", before.generation), sql.Named("v", before.version)); err != nil {
+			if _, err := tx.ExecContext(ctx, q, s.b.NamedArgs([]any{sql.Named("gen", before.generation), sql.Named("v", before.version)})...); err != nil {
 				return err
 			}
 		}
@@ -129,16 +129,16 @@ func (s *Store) markRestored(ctx context.Context, before marks) error {
 		}
 		for k := range before.stems {
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mirror_files WHERE project = ? AND stem = ?`, k[0], k[1]).Scan(&n); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mirror_files WHERE project = $1 AND stem = $2`, k[0], k[1]).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
 				continue
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_versions (project, version) SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM mirror_versions WHERE project = ?)`, k[0], before.version+1, k[0]); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_versions (project, version) SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM mirror_versions WHERE project = $3)`, k[0], before.version+1, k[0]); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_gone (project, stem, v) SELECT ?, ?, version FROM mirror_versions WHERE project = ?
+			if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_gone (project, stem, v) SELECT $1, $2, version FROM mirror_versions WHERE project = $3
 				ON CONFLICT (project, stem) DO UPDATE SET v = excluded.v`, k[0], k[1], k[0]); err != nil {
 				return err
 			}
@@ -176,7 +176,7 @@ func restampChanges(ctx context.Context, tx *sql.Tx, before marks) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM changes`); err != nil {
 		return err
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO changes (seq, project, rid) VALUES (?, ?, ?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO changes (seq, project, rid) VALUES ($1, $2, $3)`)
 	if err != nil {
 		return err
 	}

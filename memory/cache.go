@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"prom.codes/memory-mcp/scope"
 )
@@ -21,7 +22,7 @@ func (s *Store) CacheStamp(ctx context.Context, p scope.Identity) (int64, error)
 		if in != "" {
 			in += ", "
 		}
-		in += "?"
+		in += "$" + strconv.Itoa(len(args)+1)
 		args = append(args, Bucket(p, l))
 	}
 	err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM changes WHERE project IN (`+in+`)`, args...).Scan(&st)
@@ -41,7 +42,7 @@ func (s *Store) Cached(ctx context.Context, p scope.Identity, name string) (stri
 		return "", false, err
 	}
 	var v string
-	err = s.db.QueryRowContext(ctx, `SELECT value FROM cache WHERE project = ? AND name = ?`, string(p), cacheName(name, st)).Scan(&v)
+	err = s.db.QueryRowContext(ctx, `SELECT value FROM cache WHERE project = $1 AND name = $2`, string(p), cacheName(name, st)).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -67,7 +68,7 @@ func (s *Store) SetCachedAt(ctx context.Context, p scope.Identity, name, text st
 		return err
 	}
 	var old string
-	err := s.db.QueryRowContext(ctx, `SELECT value FROM cache WHERE project = ? AND name = ?`, string(p), cacheName(name, stamp)).Scan(&old)
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM cache WHERE project = $1 AND name = $2`, string(p), cacheName(name, stamp)).Scan(&old)
 	if err == nil && old == text {
 		return nil // no write transaction for nothing
 	}
@@ -75,11 +76,11 @@ func (s *Store) SetCachedAt(ctx context.Context, p scope.Identity, name, text st
 		// Older text goes, and with it the words of records deleted since.
 		// name@… by a range of bytes: LIKE ignores case on SQLite, not on
 		// PostgreSQL, and would take another name's text on one of them.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM cache WHERE project = ? AND (name = ? OR name >= ? AND name < ?)`,
+		if _, err := tx.ExecContext(ctx, `DELETE FROM cache WHERE project = $1 AND (name = $2 OR name >= $3 AND name < $4)`,
 			string(p), name, name+"@", name+"A"); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO cache (project, name, value) VALUES (?, ?, ?)`, string(p), cacheName(name, stamp), text)
+		_, err := tx.ExecContext(ctx, `INSERT INTO cache (project, name, value) VALUES ($1, $2, $3)`, string(p), cacheName(name, stamp), text)
 		return err
 	})
 }

@@ -389,7 +389,7 @@ func clipBytes(s string, n int) string {
 // recordEpisode writes the session's episodic record. A session captured
 // again with nothing new leaves it exactly as it was, expiry included.
 func (s *Store) recordEpisode(ctx context.Context, tx *sql.Tx, p Project, w Write, res *CaptureResult) error {
-	old, err := getOne(ctx, tx, `WHERE r.project = ? AND r.scope = 0 AND r.type = 'episodic' AND r.key = ?`, string(p.ID), w.Key)
+	old, err := getOne(ctx, tx, `WHERE r.project = $1 AND r.scope = 0 AND r.type = 'episodic' AND r.key = $2`, string(p.ID), w.Key)
 	switch {
 	case err == nil && old.Body == w.Body && old.Description == w.Description && (old.ExpiresAt == nil || old.ExpiresAt.After(s.now())):
 		res.Episode, res.Replaced = old, true
@@ -409,7 +409,7 @@ func (s *Store) recordEpisode(ctx context.Context, tx *sql.Tx, p Project, w Writ
 // confirmed it before changes nothing; a new one strengthens the fact that
 // says the same thing, or makes it once needed sessions agree.
 func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session string, st statement, needed int, res *CaptureResult) error {
-	r, err := tx.ExecContext(ctx, `INSERT INTO statement_sessions (project, statement, session_id, said) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, string(p.ID), st.norm, session, st.said)
+	r, err := tx.ExecContext(ctx, `INSERT INTO statement_sessions (project, statement, session_id, said) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, string(p.ID), st.norm, session, st.said)
 	if err != nil {
 		return err
 	}
@@ -420,8 +420,8 @@ func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session stri
 	// The first session's wording is the one a fact keeps.
 	var n int
 	var first string
-	if err := tx.QueryRowContext(ctx, `SELECT count(*), (SELECT said FROM statement_sessions WHERE project = ?1 AND statement = ?2 ORDER BY rowid LIMIT 1)
-		FROM statement_sessions WHERE project = ?1 AND statement = ?2`, string(p.ID), st.norm).Scan(&n, &first); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*), (SELECT said FROM statement_sessions WHERE project = $1 AND statement = $2 ORDER BY rowid LIMIT 1)
+		FROM statement_sessions WHERE project = $1 AND statement = $2`, string(p.ID), st.norm).Scan(&n, &first); err != nil {
 		return err
 	}
 	fact, found, err := s.factFor(ctx, tx, p.ID, st.key, st.norm)
@@ -456,7 +456,7 @@ func (s *Store) confirm(ctx context.Context, tx *sql.Tx, p Project, session stri
 		res.Pending = append(res.Pending, Pending{Statement: st.said, Confirmations: n, Needed: needed})
 		return nil
 	}
-	if _, err := getOne(ctx, tx, `WHERE r.project = ? AND r.scope = 0 AND r.type = 'semantic' AND r.key = ?`, string(p.ID), st.key); err == nil {
+	if _, err := getOne(ctx, tx, `WHERE r.project = $1 AND r.scope = 0 AND r.type = 'semantic' AND r.key = $2`, string(p.ID), st.key); err == nil {
 		res.Refused = append(res.Refused, Refusal{Item: st.item, Code: CodeConflict,
 			Reason: string(CodeConflict) + ": " + st.item + " would become a fact whose key a fact saying something else holds; that fact was left as it is"})
 		return nil
@@ -510,7 +510,7 @@ func (s *Store) factFor(ctx context.Context, tx *sql.Tx, p scope.Identity, key, 
 	says := func(r Record) bool {
 		return NormalizeStatement(r.Body) == norm || NormalizeStatement(r.Description) == norm
 	}
-	r, err := getOne(ctx, tx, `WHERE r.project = ? AND r.scope = 0 AND r.type = 'semantic' AND r.key = ?`, string(p), key)
+	r, err := getOne(ctx, tx, `WHERE r.project = $1 AND r.scope = 0 AND r.type = 'semantic' AND r.key = $2`, string(p), key)
 	if err == nil && says(r) {
 		return r, true, nil
 	}
@@ -518,7 +518,7 @@ func (s *Store) factFor(ctx context.Context, tx *sql.Tx, p scope.Identity, key, 
 		return Record{}, false, err
 	}
 	// Only short bodies can be one statement.
-	rows, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0 AND r.type = 'semantic' AND length(r.body) <= ?`, string(p), len(norm)+64)
+	rows, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = $1 AND r.scope = 0 AND r.type = 'semantic' AND length(r.body) <= $2`, string(p), len(norm)+64)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -542,7 +542,7 @@ func (s *Store) putWithin(ctx context.Context, tx *sql.Tx, p Project, rec Record
 // what people have since made of the record (description, tags, expiry).
 func (s *Store) learnProcedure(ctx context.Context, tx *sql.Tx, p Project, session string, pr procedure, res *CaptureResult) error {
 	w := pr.w
-	r, err := tx.ExecContext(ctx, `INSERT INTO procedure_sessions (project, key, session_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, string(p.ID), w.Key, session)
+	r, err := tx.ExecContext(ctx, `INSERT INTO procedure_sessions (project, key, session_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, string(p.ID), w.Key, session)
 	if err != nil {
 		return err
 	}
@@ -550,7 +550,7 @@ func (s *Store) learnProcedure(ctx context.Context, tx *sql.Tx, p Project, sessi
 	if err != nil {
 		return err
 	}
-	old, err := getOne(ctx, tx, `WHERE r.project = ? AND r.scope = 0 AND r.type = 'procedural' AND r.key = ?`, string(p.ID), w.Key)
+	old, err := getOne(ctx, tx, `WHERE r.project = $1 AND r.scope = 0 AND r.type = 'procedural' AND r.key = $2`, string(p.ID), w.Key)
 	exists := err == nil
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -19,7 +18,7 @@ func TestOpenThroughDanglingSymlinkMakesFilePrivate(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no file modes")
 	}
-	defer syscall.Umask(syscall.Umask(0o022))
+	defer setUmask(setUmask(0o022))
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "real"), 0o700); err != nil {
 		t.Fatal(err)
@@ -94,7 +93,7 @@ func TestOpenNewFromProcessesAtOnce(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no file modes")
 	}
-	defer syscall.Umask(syscall.Umask(0o022))
+	defer setUmask(setUmask(0o022))
 	const n = 4
 	for round := range 3 {
 		path := filepath.Join(t.TempDir(), "memory.db")

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"prom.codes/memory-mcp/memory/excerpt"
 	"prom.codes/memory-mcp/memory/index"
 	"prom.codes/memory-mcp/memory/vector"
 	"prom.codes/memory-mcp/scope"
@@ -50,6 +51,10 @@ func searchLimit(n int) int {
 // this project's records and the shared scopes' are read.
 // Errors: CodeInvalidArgument for an empty or zero query vector.
 func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
+	return retry(ctx, s, func() ([]Hit, error) { return s.semanticSearch1(ctx, p, opts, model, query) })
+}
+
+func (s *Store) semanticSearch1(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
 	q := vector.Unit(query)
 	if q == nil {
 		return nil, Errorf(CodeInvalidArgument, "query", "has no vector")
@@ -59,7 +64,7 @@ func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts Searc
 		return nil, fmt.Errorf("semantic search: %w", err)
 	}
 	keys, global := visibleBuckets(p), globalFrom(p)
-	terms, words := analyzeQuery(opts.Query)
+	terms, words := excerpt.Analyze(opts.Query)
 	hits := []Hit{}
 	seen := map[int64]bool{}
 	// Filters and the scope chain are judged on the rows, so read more
@@ -114,8 +119,8 @@ func (s *Store) effectiveRows(ctx context.Context, p scope.Identity, ns []vector
 	}
 	// The rowids go in as one argument, not in the text: one statement,
 	// prepared once per connection, rather than one per set of rowids.
-	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE r.rowid IN (SELECT value FROM json_each(@ids)) AND `+effective,
-		append(s.args(p), sql.Named("ids", "["+strings.Join(ids, ",")+"]"))...)
+	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE `+s.inIDs("r.rowid", "@ids")+` AND `+effective,
+		s.b.NamedArgs(append(s.args(p), sql.Named("ids", "["+strings.Join(ids, ",")+"]")))...)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +171,10 @@ const rrfK = 60
 // the fused score. Errors: those of Search, but a query with no
 // searchable word is searched by meaning alone.
 func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
+	return retry(ctx, s, func() ([]Hit, error) { return s.hybridSearch1(ctx, p, opts, model, query) })
+}
+
+func (s *Store) hybridSearch1(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
 	limit := searchLimit(opts.Limit)
 	deep := opts
 	// The keyword ranking is read as deep as it goes: BM25 can put a long
@@ -182,7 +191,7 @@ func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchO
 	if err != nil {
 		return nil, err
 	}
-	terms, words := analyzeQuery(opts.Query)
+	terms, words := excerpt.Analyze(opts.Query)
 	var want []string // the query words a keyword hit's Why must hold to be exact
 	for _, t := range terms {
 		if !slices.Contains(want, words[t]) {

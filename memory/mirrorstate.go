@@ -14,7 +14,7 @@ import (
 // MirrorState returns what the mirror last recorded of each file of project
 // p, by stem.
 func (s *Store) MirrorState(ctx context.Context, p scope.Identity) (map[string]FileState, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = ?`, string(p))
+	rows, err := s.db.QueryContext(ctx, `SELECT stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = $1`, string(p))
 	if err != nil {
 		return nil, fmt.Errorf("mirror state: %w", err)
 	}
@@ -33,7 +33,7 @@ func (s *Store) MirrorState(ctx context.Context, p scope.Identity) (map[string]F
 // fileState returns what the mirror last recorded of stem's file, or nil.
 func fileState(ctx context.Context, tx *sql.Tx, p scope.Identity, stem string) (*FileState, error) {
 	st := FileState{Stem: stem}
-	err := tx.QueryRowContext(ctx, `SELECT size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = ? AND stem = ?`,
+	err := tx.QueryRowContext(ctx, `SELECT size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = $1 AND stem = $2`,
 		string(p), stem).Scan(&st.Size, &st.MTime, &st.Hash, &st.ID, &st.CTime, &st.FileID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -55,7 +55,7 @@ func storedState(st FileState) FileState {
 
 func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState) error {
 	st = storedState(st)
-	_, err := tx.ExecContext(ctx, `INSERT INTO mirror_files (project, stem, size, mtime, hash, record_id, ctime, file_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := tx.ExecContext(ctx, `INSERT INTO mirror_files (project, stem, size, mtime, hash, record_id, ctime, file_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (project, stem) DO UPDATE SET size = excluded.size, mtime = excluded.mtime, hash = excluded.hash,
 			record_id = excluded.record_id, ctime = excluded.ctime, file_id = excluded.file_id`,
 		string(p), st.Stem, st.Size, st.MTime, st.Hash, st.ID, st.CTime, st.FileID)
@@ -69,14 +69,14 @@ func setFileState(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileStat
 // database. Statements still run with ctx, so a cancelled call fails at its
 // next one and tx1 puts the files back, then rolls back. Waiting for the
 // lock still ends with ctx.
-func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, func() error, error) {
+func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, func(commit bool) error, error) {
 	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
-	tx, commit, err := s.b.BeginWrite(txCtx)
+	tx, end, err := s.b.BeginWrite(txCtx)
 	if !stop() {
 		// ctx ended while the transaction began: no file was touched.
 		if err == nil {
-			tx.Rollback()
+			end(false)
 		}
 		return nil, nil, ctx.Err()
 	}
@@ -84,7 +84,7 @@ func (s *Store) beginWrite(ctx context.Context) (*sql.Tx, func() error, error) {
 		cancel()
 		return nil, nil, err
 	}
-	return tx, commit, nil
+	return tx, end, nil
 }
 
 // undoOnRollback keeps undo, a file operation's, for undoFiles.
@@ -218,7 +218,7 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 				// worktree of the repository holds the same files: its
 				// copy of the record gets an id of its own.
 				var n int
-				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = ?`, id).Scan(&n); err != nil {
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = $1`, id).Scan(&n); err != nil {
 					return err
 				}
 				if n > 0 {
@@ -239,10 +239,10 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 				return err
 			}
 			if tomb != nil {
-				if _, err := tx.ExecContext(ctx, `UPDATE records SET last_accessed_at = ? WHERE id = ?`, tomb.lastAccessed, out.ID); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE records SET last_accessed_at = $1 WHERE id = $2`, tomb.lastAccessed, out.ID); err != nil {
 					return err
 				}
-				if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_forgotten WHERE project = ? AND id = ?`, string(p), tomb.id); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_forgotten WHERE project = $1 AND id = $2`, string(p), tomb.id); err != nil {
 					return err
 				}
 			}
@@ -255,7 +255,7 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 				// One file per key: put refuses a key the other mirrored
 				// type holds, and so must a rename or a change of type.
 				var n int
-				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = ? AND scope = 0 AND type IN ('semantic', 'procedural') AND key = ? AND id <> ?`,
+				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE project = $1 AND scope = 0 AND type IN ('semantic', 'procedural') AND key = $2 AND id <> $3`,
 					string(p), out.Key, old.ID).Scan(&n); err != nil {
 					return err
 				}
@@ -281,13 +281,13 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 				}
 			}
 			if old.Key != out.Key {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), old.Key); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = $1 AND stem = $2`, string(p), old.Key); err != nil {
 					return err
 				}
 			}
 		}
 		if !rec.CreatedAt.IsZero() && !found {
-			if _, err := tx.ExecContext(ctx, `UPDATE records SET created_at = ? WHERE id = ?`, rec.CreatedAt.UnixNano(), out.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE records SET created_at = $1 WHERE id = $2`, rec.CreatedAt.UnixNano(), out.ID); err != nil {
 				return err
 			}
 			out.CreatedAt = rec.CreatedAt.UTC()
@@ -298,7 +298,7 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 			// repository: keep the line as it is when the file is written.
 			// An id no record holds any more is replaced by the record's.
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = ? AND project <> ?`, rec.ID, string(p)).Scan(&n); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = $1 AND project <> $2`, rec.ID, string(p)).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
@@ -325,7 +325,7 @@ func forgotten(ctx context.Context, tx *sql.Tx, p scope.Identity, id string) (*t
 	}
 	var t tomb
 	err := tx.QueryRowContext(ctx, `SELECT id, use_count, last_accessed_at, expires_at FROM mirror_forgotten
-		WHERE project = ? AND (id = ? OR file_id = ?) ORDER BY forgotten_at DESC LIMIT 1`, string(p), id, id).
+		WHERE project = $1 AND (id = $2 OR file_id = $3) ORDER BY forgotten_at DESC LIMIT 1`, string(p), id, id).
 		Scan(&t.id, &t.useCount, &t.lastAccessed, &t.expiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -334,7 +334,7 @@ func forgotten(ctx context.Context, tx *sql.Tx, p scope.Identity, id string) (*t
 		return nil, err
 	}
 	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = ?`, t.id).Scan(&n); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM records WHERE id = $1`, t.id).Scan(&n); err != nil {
 		return nil, err
 	}
 	if n > 0 {
@@ -350,31 +350,31 @@ const forgetKeep = 90 * 24 * time.Hour
 // the one it held last time, else a mirrored record with its key.
 func (s *Store) fileOwner(ctx context.Context, tx *sql.Tx, p scope.Identity, id, stem, key string) (Record, bool, error) {
 	try := func(where string, args ...any) (Record, bool, error) {
-		r, err := getOne(ctx, tx, where+` AND r.project = ? AND r.scope = 0 AND r.type IN ('semantic', 'procedural')`, append(args, string(p))...)
+		r, err := getOne(ctx, tx, `WHERE r.project = $1 AND r.scope = 0 AND r.type IN ('semantic', 'procedural') AND `+where, append([]any{string(p)}, args...)...)
 		if errors.Is(err, ErrNotFound) {
 			return Record{}, false, nil
 		}
 		return r, err == nil, err
 	}
 	if id != "" {
-		if r, ok, err := try(`WHERE r.id = ?`, id); ok || err != nil {
+		if r, ok, err := try(`r.id = $2`, id); ok || err != nil {
 			return r, ok, err
 		}
-		if r, ok, err := try(`WHERE r.id IN (SELECT record_id FROM mirror_files WHERE project = ? AND file_id = ?)`, string(p), id); ok || err != nil {
+		if r, ok, err := try(`r.id IN (SELECT record_id FROM mirror_files WHERE project = $1 AND file_id = $2)`, id); ok || err != nil {
 			return r, ok, err
 		}
 	}
 	var held string
-	err := tx.QueryRowContext(ctx, `SELECT record_id FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem).Scan(&held)
+	err := tx.QueryRowContext(ctx, `SELECT record_id FROM mirror_files WHERE project = $1 AND stem = $2`, string(p), stem).Scan(&held)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Record{}, false, err
 	}
 	if held != "" {
-		if r, ok, err := try(`WHERE r.id = ?`, held); ok || err != nil {
+		if r, ok, err := try(`r.id = $2`, held); ok || err != nil {
 			return r, ok, err
 		}
 	}
-	return try(`WHERE r.key = ?`, key)
+	return try(`r.key = $2`, key)
 }
 
 // Forget handles a file that is gone: the record it held is deleted, unless
@@ -403,10 +403,10 @@ func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev 
 			}
 		}
 		held, fileID := cur.ID, cur.FileID
-		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p), stem); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = $1 AND stem = $2`, string(p), stem); err != nil {
 			return err
 		}
-		r, err := getOne(ctx, tx, `WHERE r.id = ? AND r.project = ? AND r.key = ?`, held, string(p), stem)
+		r, err := getOne(ctx, tx, `WHERE r.id = $1 AND r.project = $2 AND r.key = $3`, held, string(p), stem)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
@@ -415,14 +415,14 @@ func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev 
 		}
 		rec, deleted = r, true
 		now := s.now().UnixNano()
-		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_forgotten WHERE forgotten_at < ?`, now-int64(forgetKeep)); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_forgotten WHERE forgotten_at < $1`, now-int64(forgetKeep)); err != nil {
 			return err
 		}
 		if fileID == "" {
 			fileID = r.ID
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_forgotten (project, id, file_id, use_count, last_accessed_at, expires_at, forgotten_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project, id) DO UPDATE SET file_id = excluded.file_id, use_count = excluded.use_count,
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (project, id) DO UPDATE SET file_id = excluded.file_id, use_count = excluded.use_count,
 			last_accessed_at = excluded.last_accessed_at, expires_at = excluded.expires_at, forgotten_at = excluded.forgotten_at`, string(p), r.ID, fileID, r.UseCount, nanos(r.LastAccessedAt), nanos(r.ExpiresAt), now); err != nil {
 			return err
 		}
@@ -434,7 +434,7 @@ func (s *Store) Forget(ctx context.Context, p scope.Identity, stem string, prev 
 // Mirrored returns every project record of p that belongs in the markdown
 // mirror, with bodies, by key.
 func (s *Store) Mirrored(ctx context.Context, p scope.Identity) ([]Record, error) {
-	return queryRecords(ctx, s.db, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0 AND r.type IN ('semantic', 'procedural') ORDER BY r.key`, string(p))
+	return queryRecords(ctx, s.db, `SELECT `+cols+` FROM records r WHERE r.project = $1 AND r.scope = 0 AND r.type IN ('semantic', 'procedural') ORDER BY r.key`, string(p))
 }
 
 // MirrorChanges is how project p's mirror state moved after a version.
@@ -449,11 +449,15 @@ type MirrorChanges struct {
 // < 0 returns the whole state as Changed. All of it is read in one
 // statement, so it is one consistent view.
 func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
+	return retry(ctx, s, func() (MirrorChanges, error) { return s.mirrorChangesSince1(ctx, p, since) })
+}
+
+func (s *Store) mirrorChangesSince1(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT 0, stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = @p AND v > @since
 		UNION ALL SELECT 1, stem, 0, 0, '', '', 0, '' FROM mirror_gone WHERE project = @p AND v > @since AND @since >= 0
 		UNION ALL SELECT 2, '', version, 0, '', '', 0, '' FROM mirror_versions WHERE project = @p`,
-		sql.Named("p", string(p)), sql.Named("since", since))
+		s.b.NamedArgs([]any{sql.Named("p", string(p)), sql.Named("since", since)})...)
 	if err != nil {
 		return MirrorChanges{}, fmt.Errorf("mirror state: %w", err)
 	}
@@ -485,7 +489,7 @@ func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since 
 // at the same version can reuse it.
 func (s *Store) MirrorVersion(ctx context.Context, p scope.Identity) (int64, error) {
 	var v int64
-	err := s.db.QueryRowContext(ctx, `SELECT version FROM mirror_versions WHERE project = ?`, string(p)).Scan(&v)
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM mirror_versions WHERE project = $1`, string(p)).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -12,7 +12,7 @@ import (
 func TestEffectiveWalksAnIndex(t *testing.T) {
 	s, _ := mustOpen(t)
 	for _, typ := range []Type{Semantic, Procedural, Working} {
-		rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+effectiveQuery(typ)+` LIMIT @limit`,
+		rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+s.effectiveQuery(typ)+` LIMIT @limit`,
 			append(s.args(projA.ID, sql.Named("type", string(typ))), sql.Named("limit", 10))...)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +64,7 @@ func TestShadowCheckUsesTheKeyIndex(t *testing.T) {
 	for name, q := range map[string]string{
 		"resolve":   `SELECT ` + cols + ` FROM records r WHERE r.key = @key AND (@type = '' OR r.type = @type) AND ` + effective + ` ORDER BY r.type`,
 		"count":     `SELECT count(*) FROM records r WHERE r.type = @type AND ` + effective,
-		"effective": effectiveQuery(Semantic) + ` LIMIT @limit`,
+		"effective": s.effectiveQuery(Semantic) + ` LIMIT @limit`,
 		"list":      `SELECT ` + colsNoBody + ` FROM records r INDEXED BY records_list WHERE ` + effective + ` ORDER BY r.key, r.type LIMIT @limit`,
 	} {
 		p := planOf(t, s, q, args...)

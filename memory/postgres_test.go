@@ -36,7 +36,7 @@ func TestPostgresChangesCommitInOrder(t *testing.T) {
 	seen := map[int64]bool{}
 	var last int64
 	catchUp := func() {
-		rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq > ? ORDER BY seq`, last)
+		rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq > $1 ORDER BY seq`, last)
 		if err != nil {
 			t.Error(err)
 			return
@@ -80,7 +80,7 @@ func TestPostgresChangesCommitInOrder(t *testing.T) {
 		}
 		catchUp()
 	}
-	rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq <= ?`, last)
+	rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq <= $1`, last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +119,11 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 	put(t, a, projA, Write{Type: Semantic, Key: "x", Body: "x0"})
 	put(t, a, projA, Write{Type: Semantic, Key: "y", Body: "y0"})
 
-	tx1, err := a.db.BeginTx(ctx, nil)
+	tx1, end1, err := a.b.BeginWrite(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx1.Rollback()
+	defer end1(false)
 	if _, err := tx1.ExecContext(ctx, `UPDATE records SET body = 'x1' WHERE key = 'x'`); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 	for {
 		var waiting bool
 		if err := a.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory'
-			AND h.objid = w.objid AND h.classid = w.classid AND h.granted WHERE w.locktype = 'advisory' AND NOT w.granted AND h.pid = ?)`, pid1).Scan(&waiting); err != nil {
+			AND h.objid = w.objid AND h.classid = w.classid AND h.granted WHERE w.locktype = 'advisory' AND NOT w.granted AND h.pid = $1)`, pid1).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {
@@ -160,7 +160,7 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if err := tx1.Commit(); err != nil {
+	if err := end1(true); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -329,34 +329,5 @@ func TestPostgresHitsReadWithOneStatement(t *testing.T) {
 	}
 	if n := prepared() - before; n > 2 {
 		t.Errorf("%d statements prepared on one connection for 40 reads of hits", n)
-	}
-}
-
-// LIKE ignores the case of ASCII letters and no others, on both stores.
-func TestPostgresLikeAsSQLite(t *testing.T) {
-	lite, _ := mustOpen(t)
-	pg, err := openTarget(ctx, pgtest.New(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	count := func(s *Store, pattern string) int {
-		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM cache WHERE name LIKE ?`, pattern).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	for _, s := range []*Store{lite, pg} {
-		for _, name := range []string{"ABC", "abc", "ÄBC", "äbc", "a_c"} {
-			if _, err := s.db.ExecContext(ctx, `INSERT INTO cache (project, name, value) VALUES ('p', ?, '')`, name); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, pattern := range []string{"abc", "ABC", "äbc", "ÄBC", "a_c", "%C", "Ä%"} {
-		if a, b := count(lite, pattern), count(pg, pattern); a != b {
-			t.Errorf("LIKE %q: %d on SQLite, %d on PostgreSQL", pattern, a, b)
-		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"prom.codes/memory-mcp/memory/excerpt"
 	"prom.codes/memory-mcp/memory/index"
 )
 
@@ -22,29 +23,6 @@ func BenchmarkPreview(b *testing.B) {
 		if p := preview(r, terms, words); !strings.Contains(p, "integration") {
 			b.Fatalf("preview %q", p)
 		}
-	}
-}
-
-// TestIndexFoldASCII holds the excerpt's search for ASCII words to a search
-// in a lower-cased copy of the body, on many random texts and words.
-func TestIndexFoldASCII(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := "aAbBtTiI -\\n"
-	for n := 0; n < 20000; n++ {
-		s := make([]byte, rng.IntN(40))
-		for i := range s {
-			s[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		p := make([]byte, 1+rng.IntN(4))
-		for i := range p {
-			p[i] = "abti -"[rng.IntN(6)]
-		}
-		if got, want := indexFoldASCII(string(s), string(p)), strings.Index(strings.ToLower(string(s)), string(p)); got != want {
-			t.Fatalf("indexFoldASCII(%q, %q) = %d, want %d", s, p, got, want)
-		}
-	}
-	if got := indexFoldASCII("abc", ""); got != 0 {
-		t.Fatalf("empty probe: %d", got)
 	}
 }
 
@@ -91,7 +69,7 @@ func TestExcerptOfStart(t *testing.T) {
 			terms = append(terms, term)
 			words[term] = w
 		}
-		whole, ok := excerpt(text, false, terms, words)
+		whole, ok := excerpt.Of(text, false, terms, words)
 		if !ok {
 			t.Fatalf("excerpt of a whole text is not settled")
 		}
@@ -100,7 +78,7 @@ func TestExcerptOfStart(t *testing.T) {
 				continue
 			}
 			checked++
-			got, ok := excerpt(text[:cut], cut < len(text), terms, words)
+			got, ok := excerpt.Of(text[:cut], cut < len(text), terms, words)
 			if !ok {
 				continue
 			}

@@ -141,7 +141,7 @@ func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Se
 			// No stored id holds these bytes (PostgreSQL could not).
 			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")
 		}
-		r, err := getOne(ctx, q, `WHERE r.id = @id AND `+visible, s.args(p, sql.Named("id", sel.ID))...)
+		r, err := getOne(ctx, q, `WHERE r.id = @id AND `+visible, s.b.NamedArgs(s.args(p, sql.Named("id", sel.ID)))...)
 		if errors.Is(err, ErrNotFound) {
 			return Record{}, Errorf(CodeNotFound, "id", "matches no record visible here")
 		}
@@ -157,7 +157,7 @@ func (s *Store) resolve(ctx context.Context, q querier, p scope.Identity, sel Se
 		query = byKeyInScope
 		args = append(args, sql.Named("scope", int(*sel.Scope)))
 	}
-	rs, err := queryRecords(ctx, q, query, args...)
+	rs, err := queryRecords(ctx, q, query, s.b.NamedArgs(args)...)
 	if err != nil {
 		return Record{}, err
 	}
@@ -190,6 +190,10 @@ func scopeWord(l *scope.Level) string {
 // ErrNotFound; CodeConflict when a key alone matches several types;
 // CodeInvalidArgument for a bad key.
 func (s *Store) Get(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
+	return retry(ctx, s, func() (Record, error) { return s.get1(ctx, p, sel) })
+}
+
+func (s *Store) get1(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
 	rec, err := s.resolve(ctx, s.db, p, sel)
 	if err != nil {
 		return rec, err
@@ -205,6 +209,10 @@ func (s *Store) Get(ctx context.Context, p scope.Identity, sel Selector) (Record
 
 // Peek is Get without counting the use.
 func (s *Store) Peek(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
+	return retry(ctx, s, func() (Record, error) { return s.peek1(ctx, p, sel) })
+}
+
+func (s *Store) peek1(ctx context.Context, p scope.Identity, sel Selector) (Record, error) {
 	rec, err := s.resolve(ctx, s.db, p, sel)
 	if err != nil {
 		return rec, err
@@ -236,6 +244,15 @@ type ListOptions struct {
 // by key then type, and a cursor for the next page ("" at the end). Errors:
 // CodeInvalidArgument for a bad cursor.
 func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([]Record, string, error) {
+	var next string
+	rs, err := retry(ctx, s, func() (rs []Record, err error) {
+		rs, next, err = s.list1(ctx, p, opts)
+		return rs, err
+	})
+	return rs, next, err
+}
+
+func (s *Store) list1(ctx context.Context, p scope.Identity, opts ListOptions) ([]Record, string, error) {
 	s.flushForRead(ctx)
 	limit := opts.Limit
 	if limit <= 0 {
@@ -258,7 +275,7 @@ func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([
 		if !storableText(opts.Tag) {
 			return nil, "", nil // no stored tag holds these bytes (PostgreSQL could not)
 		}
-		where += ` AND EXISTS (SELECT 1 FROM json_each(r.tags) WHERE json_each.value = @tag)`
+		where += ` AND EXISTS (SELECT 1 FROM ` + s.jsonValues("r.tags") + ` WHERE json_each.value = @tag)`
 		args = append(args, sql.Named("tag", opts.Tag))
 	}
 	if opts.Cursor != "" {
@@ -272,7 +289,7 @@ func (s *Store) List(ctx context.Context, p scope.Identity, opts ListOptions) ([
 	args = append(args, sql.Named("limit", limit+1))
 	// The index holds the page's order: walking it stops after the page,
 	// where a sort would read every record first.
-	rs, err := queryRecords(ctx, s.db, `SELECT `+colsNoBody+` FROM records r INDEXED BY records_list WHERE `+where+` ORDER BY r.key, r.type LIMIT @limit`, args...)
+	rs, err := queryRecords(ctx, s.db, `SELECT `+colsNoBody+` FROM records r`+s.indexedBy("records_list")+` WHERE `+where+` ORDER BY r.key, r.type LIMIT @limit`, s.b.NamedArgs(args)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list: %w", err)
 	}
@@ -297,19 +314,18 @@ func decodeCursor(c string) (key, typ string, err error) {
 	return "", "", Errorf(CodeInvalidArgument, "cursor", "is not a cursor this server returned")
 }
 
-// recency is the later of a record's last change and last use, as the
-// weave ranks it; the weave indexes hold this very expression.
-const recency = `max(r.updated_at, coalesce(r.last_accessed_at, 0))`
-
 // effectiveQuery reads the effective records of type t in the weave's
 // order, from an index in that order (see migration 0008), so that a limit
-// stops the walk instead of sorting every record of the type.
-func effectiveQuery(t Type) string {
+// stops the walk instead of sorting every record of the type. Recency is
+// the later of a record's last change and last use; the weave indexes
+// hold this very expression.
+func (s *Store) effectiveQuery(t Type) string {
+	recency := s.greatest("r.updated_at", "coalesce(r.last_accessed_at, 0)")
 	index, order := "records_weave", `r.confidence DESC, r.use_count DESC, `+recency+` DESC, r.key`
 	if t == Procedural {
 		index, order = "records_weave_use", `r.use_count DESC, `+recency+` DESC, r.key`
 	}
-	return `SELECT ` + cols + ` FROM records r INDEXED BY ` + index + ` WHERE r.type = @type AND ` + effective + ` ORDER BY ` + order
+	return `SELECT ` + cols + ` FROM records r` + s.indexedBy(index) + ` WHERE r.type = @type AND ` + effective + ` ORDER BY ` + order
 }
 
 // Effective returns every effective record of the given types (all types when
@@ -318,19 +334,23 @@ func effectiveQuery(t Type) string {
 // key; recency is the later of the last change and the last use. limit > 0
 // keeps only the first limit of each type.
 func (s *Store) Effective(ctx context.Context, p scope.Identity, types []Type, limit int) ([]Record, error) {
+	return retry(ctx, s, func() ([]Record, error) { return s.effective1(ctx, p, types, limit) })
+}
+
+func (s *Store) effective1(ctx context.Context, p scope.Identity, types []Type, limit int) ([]Record, error) {
 	s.flushForRead(ctx)
 	if len(types) == 0 {
 		types = Types
 	}
 	var out []Record
 	for _, t := range types {
-		q := effectiveQuery(t)
+		q := s.effectiveQuery(t)
 		args := s.args(p, sql.Named("type", string(t)))
 		if limit > 0 {
 			q += ` LIMIT @limit`
 			args = append(args, sql.Named("limit", limit))
 		}
-		rs, err := queryRecords(ctx, s.db, q, args...)
+		rs, err := queryRecords(ctx, s.db, q, s.b.NamedArgs(args)...)
 		if err != nil {
 			return nil, fmt.Errorf("effective %s records: %w", t, err)
 		}
@@ -343,6 +363,10 @@ func (s *Store) Effective(ctx context.Context, p scope.Identity, types []Type, l
 // count takes a scan of every record of the type, so it is kept until a
 // write changes what it depends on or a record of the type expires.
 func (s *Store) Count(ctx context.Context, p scope.Identity, t Type) (int, error) {
+	return retry(ctx, s, func() (int, error) { return s.count1(ctx, p, t) })
+}
+
+func (s *Store) count1(ctx context.Context, p scope.Identity, t Type) (int, error) {
 	now := s.now().UnixNano()
 	var gen int64
 	if err := s.db.QueryRowContext(ctx, `SELECT n FROM generation WHERE id = 1`).Scan(&gen); err != nil {
@@ -356,8 +380,8 @@ func (s *Store) Count(ctx context.Context, p scope.Identity, t Type) (int, error
 		// Has anything expired since? Any type will do: asking for this
 		// type only would walk the type instead of the expiry index.
 		var expired bool
-		err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records INDEXED BY records_expiry
-			WHERE expires_at IS NOT NULL AND expires_at > ? AND expires_at <= ?)`, c.at, now).Scan(&expired)
+		err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records`+s.indexedBy("records_expiry")+`
+			WHERE expires_at IS NOT NULL AND expires_at > $1 AND expires_at <= $2)`, c.at, now).Scan(&expired)
 		if err != nil {
 			return 0, err
 		}
@@ -366,7 +390,7 @@ func (s *Store) Count(ctx context.Context, p scope.Identity, t Type) (int, error
 		}
 	}
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records r WHERE r.type = @type AND `+effective, s.args(p, sql.Named("type", string(t)))...).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM records r WHERE r.type = @type AND `+effective, s.b.NamedArgs(s.args(p, sql.Named("type", string(t))))...).Scan(&n)
 	if err != nil {
 		return 0, err
 	}
@@ -406,11 +430,15 @@ func (s *Store) CountAll(ctx context.Context, p scope.Identity) (int, error) {
 // Index returns the effective records without bodies, ordered by type then
 // key; limit > 0 keeps only the first limit.
 func (s *Store) Index(ctx context.Context, p scope.Identity, limit int) ([]Record, error) {
+	return retry(ctx, s, func() ([]Record, error) { return s.index1(ctx, p, limit) })
+}
+
+func (s *Store) index1(ctx context.Context, p scope.Identity, limit int) ([]Record, error) {
 	q := `SELECT ` + colsNoBody + ` FROM records r WHERE ` + effective + ` ORDER BY r.type, r.key`
 	args := s.args(p)
 	if limit > 0 {
 		q += ` LIMIT @limit`
 		args = append(args, sql.Named("limit", limit))
 	}
-	return queryRecords(ctx, s.db, q, args...)
+	return queryRecords(ctx, s.db, q, s.b.NamedArgs(args)...)
 }

@@ -8,8 +8,8 @@
 // for secrets, and expiry defaults are applied, so nothing reaches the database
 // unchecked. The *sql.DB never leaves this package.
 //
-// It imports scope, secrets and its pure engines memory/index (keywords) and
-// memory/vector (vectors), and nothing else of this module; the embeddings
+// It imports scope, secrets and its pure engines memory/index (keywords),
+// memory/vector (vectors) and memory/excerpt (hit excerpts), and nothing else of this module; the embeddings
 // endpoint reaches it through the Embedder interface. It imports
 // database/sql but no driver: only its tests import memory/sqlite and
 // memory/postgres.

@@ -26,9 +26,10 @@ type searchIndex struct {
 	// The statements every search runs, prepared once: preparing them
 	// anew cost a search as much as running them.
 	prep     sync.Mutex
-	lastStmt *sql.Stmt // the store's last change
-	hitsStmt *sql.Stmt // the records of a JSON array of rowids
-	cardStmt *sql.Stmt // what a hit shows of them, without reading all
+	lastStmt *sql.Stmt                      // the store's last change
+	hitsStmt *sql.Stmt                      // the records of a JSON array of rowids
+	cardStmt *sql.Stmt                      // what a hit shows of them, without reading all
+	inIDs    func(col, param string) string // the Store's
 }
 
 // statements returns the prepared statements of searches.
@@ -40,9 +41,9 @@ func (x *searchIndex) statements(ctx context.Context, db *sql.DB) (last, hits, c
 		query string
 	}{
 		{&x.lastStmt, `SELECT COALESCE(MAX(seq), 0) FROM changes`},
-		{&x.hitsStmt, `SELECT r.rowid, r.project, ` + cols + ` FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
+		{&x.hitsStmt, `SELECT r.rowid, r.project, ` + cols + ` FROM records r WHERE ` + x.inIDs("r.rowid", "$1")},
 		{&x.cardStmt, `SELECT r.rowid, r.project, r.id, r.scope, r.type, r.key, r.description, r.body, r.expires_at
-			FROM records r WHERE r.rowid IN (SELECT value FROM json_each(?))`},
+			FROM records r WHERE ` + x.inIDs("r.rowid", "$1")},
 	} {
 		if *st.stmt == nil {
 			if *st.stmt, err = db.PrepareContext(ctx, st.query); err != nil {
@@ -207,7 +208,7 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int64) error {
 	rows, err := db.QueryContext(ctx, `SELECT c.seq, c.rid, r.rowid, r.scope, r.type, r.key, r.description, r.body, r.tags,
 		r.updated_at, r.expires_at FROM changes c LEFT JOIN records r ON r.rowid = c.rid AND r.project = c.project
-		WHERE c.project = ? AND c.seq > ? ORDER BY c.seq`, k, b.seq)
+		WHERE c.project = $1 AND c.seq > $2 ORDER BY c.seq`, k, b.seq)
 	if err != nil {
 		return fmt.Errorf("read changes: %w", err)
 	}

@@ -82,6 +82,7 @@ func New(ctx context.Context, b Backend, opts *Options) (*Store, error) {
 		now = time.Now
 	}
 	s := &Store{b: b, db: b.DB(), path: b.Path(), pg: b.Name() == "postgres", now: now, writing: make(chan struct{}, 1)}
+	s.search.inIDs = s.inIDs
 	if _, err := s.Purge(ctx); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("open database %s: %w", s.path, err)
@@ -154,7 +155,7 @@ func (s *Store) newID() string {
 // PurgeMirrored deletes those, file and all, for the project whose files it
 // can reach. Reads hide all of them the moment they expire.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
-	const expired = `expires_at IS NOT NULL AND expires_at <= ? AND NOT (scope = 0 AND type IN ('semantic', 'procedural'))`
+	const expired = `expires_at IS NOT NULL AND expires_at <= $1 AND NOT (scope = 0 AND type IN ('semantic', 'procedural'))`
 	now, err := s.b.Clock(ctx, s.now().UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
@@ -187,8 +188,8 @@ func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
 	var any bool
-	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE project = ? AND scope = 0
-		AND type IN ('semantic', 'procedural') AND expires_at IS NOT NULL AND expires_at <= ?)`, string(p.ID), now).Scan(&any); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM records WHERE project = $1 AND scope = 0
+		AND type IN ('semantic', 'procedural') AND expires_at IS NOT NULL AND expires_at <= $2)`, string(p.ID), now).Scan(&any); err != nil {
 		return 0, fmt.Errorf("purge: %w", err)
 	}
 	if !any {
@@ -196,8 +197,8 @@ func (s *Store) PurgeMirrored(ctx context.Context, p Project) (int, error) {
 	}
 	var n int
 	err = s.tx(ctx, func(tx *sql.Tx) error {
-		recs, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = ? AND r.scope = 0
-			AND r.type IN ('semantic', 'procedural') AND r.expires_at IS NOT NULL AND r.expires_at <= ?`, string(p.ID), now)
+		recs, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE r.project = $1 AND r.scope = 0
+			AND r.type IN ('semantic', 'procedural') AND r.expires_at IS NOT NULL AND r.expires_at <= $2`, string(p.ID), now)
 		if err != nil {
 			return fmt.Errorf("purge: %w", err)
 		}

@@ -83,8 +83,12 @@ func (s *Store) CreateToken(ctx context.Context, nt NewToken) (string, Token, er
 		Profile: nt.Profile, Admin: nt.Admin, CreatedAt: s.now().UTC(),
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, hash, name, tenant, "user", profile, admin, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			t.ID, tokenHash(secret), t.Name, t.Tenant, t.User, t.Profile, t.Admin, t.CreatedAt.UnixNano())
+		admin := 0 // the schema's flags are integers
+		if t.Admin {
+			admin = 1
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO tokens (id, hash, name, tenant, "user", profile, admin, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			t.ID, tokenHash(secret), t.Name, t.Tenant, t.User, t.Profile, admin, t.CreatedAt.UnixNano())
 		return err
 	})
 	if err != nil {
@@ -139,7 +143,7 @@ func (s *Store) RevokeToken(ctx context.Context, idOrToken string) (Token, error
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = scanToken(tx.QueryRowContext(ctx, `DELETE FROM tokens WHERE id = ? OR hash = ? RETURNING `+tokenCols, idOrToken, tokenHash(idOrToken)))
+		t, err = scanToken(tx.QueryRowContext(ctx, `DELETE FROM tokens WHERE id = $1 OR hash = $2 RETURNING `+tokenCols, idOrToken, tokenHash(idOrToken)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -159,12 +163,16 @@ const usedEvery = time.Minute
 // Errors: ErrNotFound for anything that is not a live token, whatever the
 // reason.
 func (s *Store) Authenticate(ctx context.Context, secret string) (Token, error) {
+	return retry(ctx, s, func() (Token, error) { return s.authenticate1(ctx, secret) })
+}
+
+func (s *Store) authenticate1(ctx context.Context, secret string) (Token, error) {
 	if !strings.HasPrefix(secret, TokenPrefix) || len(secret) != len(TokenPrefix)+64 {
 		return Token{}, ErrNotFound
 	}
 	h := tokenHash(secret)
 	var stored string
-	t, err := scanToken(rowWithHash{s.db.QueryRowContext(ctx, `SELECT `+tokenCols+`, hash FROM tokens WHERE hash = ?`, h), &stored})
+	t, err := scanToken(rowWithHash{s.db.QueryRowContext(ctx, `SELECT `+tokenCols+`, hash FROM tokens WHERE hash = $1`, h), &stored})
 	if errors.Is(err, sql.ErrNoRows) {
 		return Token{}, ErrNotFound
 	}
@@ -178,7 +186,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Token, error) 
 	now := s.now().UTC()
 	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) >= usedEvery {
 		err := s.tx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `UPDATE tokens SET last_used_at = ? WHERE id = ?`, now.UnixNano(), t.ID)
+			_, err := tx.ExecContext(ctx, `UPDATE tokens SET last_used_at = $1 WHERE id = $2`, now.UnixNano(), t.ID)
 			return err
 		})
 		if err != nil {

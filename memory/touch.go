@@ -97,12 +97,12 @@ func (s *Store) hasPending() bool {
 }
 
 // writeUses adds uses to the stored counts within tx.
-func writeUses(ctx context.Context, tx *sql.Tx, uses map[string]touch) error {
+func (s *Store) writeUses(ctx context.Context, tx *sql.Tx, uses map[string]touch) error {
 	if len(uses) == 0 {
 		return nil
 	}
-	st, err := tx.PrepareContext(ctx, `UPDATE records SET use_count = use_count + ?,
-		last_accessed_at = max(coalesce(last_accessed_at, 0), ?) WHERE id = ?`)
+	st, err := tx.PrepareContext(ctx, `UPDATE records SET use_count = use_count + $1,
+		last_accessed_at = `+s.greatest("coalesce(last_accessed_at, 0)", "$2")+` WHERE id = $3`)
 	if err != nil {
 		return err
 	}

@@ -42,9 +42,9 @@ func (x *vectorIndex) catchUp(ctx context.Context, db *sql.DB, model string, dim
 		x.model, x.last, x.idx = model, 0, vector.New(dims)
 	}
 	rows, err := db.QueryContext(ctx, `SELECT c.seq, c.rid, v.vec, r.project, r.scope FROM embed_changes c
-		LEFT JOIN embed_vectors v ON v.rid = c.rid AND v.model = ? AND v.dims = ?
+		LEFT JOIN embed_vectors v ON v.rid = c.rid AND v.model = $1 AND v.dims = $2
 		LEFT JOIN records r ON r.rowid = c.rid
-		WHERE c.seq > ? ORDER BY c.seq`, model, dims, x.last)
+		WHERE c.seq > $3 ORDER BY c.seq`, model, dims, x.last)
 	if err != nil {
 		return fmt.Errorf("read vector changes: %w", err)
 	}
@@ -95,7 +95,7 @@ func (x *vectorIndex) nearest(q []float32, keys []string, global scope.Level, k 
 // semantic search, which would otherwise wait for them.
 func (s *Store) WarmVectors(ctx context.Context, model string) error {
 	var dims int
-	err := s.db.QueryRowContext(ctx, `SELECT dims FROM embed_vectors WHERE model = ? ORDER BY dims DESC LIMIT 1`, model).Scan(&dims)
+	err := s.db.QueryRowContext(ctx, `SELECT dims FROM embed_vectors WHERE model = $1 ORDER BY dims DESC LIMIT 1`, model).Scan(&dims)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -162,7 +162,7 @@ func restampVectorChanges(ctx context.Context, tx *sql.Tx, before vectorMarks) e
 	if _, err := tx.ExecContext(ctx, `DELETE FROM embed_changes`); err != nil {
 		return err
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO embed_changes (seq, rid) VALUES (?, ?)`)
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO embed_changes (seq, rid) VALUES ($1, $2)`)
 	if err != nil {
 		return err
 	}

@@ -86,8 +86,10 @@ type pending struct {
 }
 
 // notEmbedded holds for a queue row q whose record has no vector of the
-// model given as its argument.
-const notEmbedded = `NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = ?)`
+// model the parameter named by model holds.
+func notEmbedded(model string) string {
+	return `NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = ` + model + `)`
+}
 
 // EmbedPending embeds up to n queued records with e and keeps their
 // vectors under model. Only what the store holds is sent, and each text is
@@ -107,8 +109,8 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 	// work (a server sharing the database with another model queued it):
 	// it stays queued for that server.
 	rows, err := s.db.QueryContext(ctx, `SELECT q.seq, q.rid, q.tries, r.key, r.description, r.body, r.tags, r.expires_at
-		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < ? AND `+notEmbedded+`
-		ORDER BY q.seq LIMIT ?`, maxTries, model, n)
+		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < $1 AND `+notEmbedded("$2")+`
+		ORDER BY q.seq LIMIT $3`, maxTries, model, n)
 	if err != nil {
 		return res, fmt.Errorf("read embedding queue: %w", err)
 	}
@@ -275,22 +277,22 @@ func (s *Store) keepVectors(ctx context.Context, model string, items []*pending,
 		for _, it := range items {
 			switch {
 			case it.drop && it.skip: // a secret: never sent, never queued again until it changes
-				if _, err := tx.ExecContext(ctx, `DELETE FROM embed_queue WHERE seq = ?`, it.seq); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM embed_queue WHERE seq = $1`, it.seq); err != nil {
 					return err
 				}
 				res.Skipped++
 			case it.drop:
-				if _, err := tx.ExecContext(ctx, `DELETE FROM embed_queue WHERE seq = ?`, it.seq); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM embed_queue WHERE seq = $1`, it.seq); err != nil {
 					return err
 				}
 				res.Dropped++
 			case it.skip:
-				if _, err := tx.ExecContext(ctx, `UPDATE embed_queue SET tries = tries + 1 WHERE seq = ?`, it.seq); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE embed_queue SET tries = tries + 1 WHERE seq = $1`, it.seq); err != nil {
 					return err
 				}
 				res.Skipped++
 			case it.vec != nil:
-				r, err := tx.ExecContext(ctx, `DELETE FROM embed_queue WHERE seq = ?`, it.seq)
+				r, err := tx.ExecContext(ctx, `DELETE FROM embed_queue WHERE seq = $1`, it.seq)
 				if err != nil {
 					return err
 				}
@@ -319,16 +321,16 @@ func (s *Store) keepVectors(ctx context.Context, model string, items []*pending,
 // vectors of another length are dropped and their records queued again.
 func checkDims(ctx context.Context, tx *sql.Tx, model string, dims int) error {
 	var lo, hi int
-	err := tx.QueryRowContext(ctx, `SELECT (SELECT dims FROM embed_vectors WHERE model = @m ORDER BY dims LIMIT 1),
-		(SELECT dims FROM embed_vectors WHERE model = @m ORDER BY dims DESC LIMIT 1)`, sql.Named("m", model)).Scan(&nullInt{&lo}, &nullInt{&hi})
+	err := tx.QueryRowContext(ctx, `SELECT (SELECT dims FROM embed_vectors WHERE model = $1 ORDER BY dims LIMIT 1),
+		(SELECT dims FROM embed_vectors WHERE model = $1 ORDER BY dims DESC LIMIT 1)`, model).Scan(&nullInt{&lo}, &nullInt{&hi})
 	if err != nil || (lo == 0 || lo == dims) && (hi == 0 || hi == dims) {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT rid FROM embed_vectors WHERE model = ? AND dims <> ?
+	if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT rid FROM embed_vectors WHERE model = $1 AND dims <> $2
 		AND rid NOT IN (SELECT rid FROM embed_queue)`, model, dims); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE model = ? AND dims <> ?`, model, dims)
+	_, err = tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE model = $1 AND dims <> $2`, model, dims)
 	return err
 }
 
@@ -346,10 +348,10 @@ func (n *nullInt) Scan(v any) error {
 
 // replaceVector stores rid's vector of model.
 func replaceVector(ctx context.Context, tx *sql.Tx, model string, rid int64, v []float32) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE rid = ? AND model = ?`, rid, model); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE rid = $1 AND model = $2`, rid, model); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO embed_vectors (rid, model, dims, vec) VALUES (?, ?, ?, ?)`, rid, model, len(v), encodeVector(v))
+	_, err := tx.ExecContext(ctx, `INSERT INTO embed_vectors (rid, model, dims, vec) VALUES ($1, $2, $3, $4)`, rid, model, len(v), encodeVector(v))
 	return err
 }
 
@@ -390,7 +392,7 @@ func (s *Store) wantEmbeddings(ctx context.Context) error {
 		return nil
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO embed_wanted (id) VALUES (1)`)
+		r, err := tx.ExecContext(ctx, `INSERT INTO embed_wanted (id) VALUES (1) ON CONFLICT DO NOTHING`)
 		if err != nil {
 			return err
 		}
@@ -428,7 +430,7 @@ func (s *Store) QueueOthersEmbedded(ctx context.Context, model string) (int, err
 		return 0, err
 	}
 	var others bool
-	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model <> ?)`, model).Scan(&others); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model <> $1)`, model).Scan(&others); err != nil {
 		return 0, fmt.Errorf("queue records to embed: %w", err)
 	}
 	if !others {
@@ -444,7 +446,7 @@ func (s *Store) queueMissing(ctx context.Context, model string, retry bool) (int
 	var n int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT r.rowid FROM records r
-			WHERE NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = r.rowid AND v.model = ?)
+			WHERE NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = r.rowid AND v.model = $1)
 			AND NOT EXISTS (SELECT 1 FROM embed_queue q WHERE q.rid = r.rowid) ORDER BY r.rowid`, model); err != nil {
 			return err
 		}
@@ -453,7 +455,7 @@ func (s *Store) queueMissing(ctx context.Context, model string, retry bool) (int
 				return err
 			}
 		}
-		return tx.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE `+notEmbedded, model).Scan(&n)
+		return tx.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE `+notEmbedded("$1"), model).Scan(&n)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("queue records to embed: %w", err)
@@ -502,7 +504,7 @@ func (s *Store) EmbedStatus(ctx context.Context, model string) (EmbedStatus, err
 	if len(st.Others) == 0 {
 		st.Others = nil
 	}
-	err = s.db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE tries < ?), count(*) FILTER (WHERE tries >= ?) FROM embed_queue`, maxTries, maxTries).Scan(&st.Pending, &st.Refused)
+	err = s.db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE tries < $1), count(*) FILTER (WHERE tries >= $2) FROM embed_queue`, maxTries, maxTries).Scan(&st.Pending, &st.Refused)
 	if err != nil {
 		return st, fmt.Errorf("count queued records: %w", err)
 	}
@@ -514,7 +516,7 @@ func (s *Store) EmbedStatus(ctx context.Context, model string) (EmbedStatus, err
 func (s *Store) PruneVectors(ctx context.Context, keep string) (int64, error) {
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE model <> ?`, keep)
+		r, err := tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE model <> $1`, keep)
 		if err != nil {
 			return err
 		}
@@ -534,7 +536,7 @@ func (s *Store) EmbedQueued(ctx context.Context, model string) (int, error) {
 		return 0, err
 	}
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE tries < ? AND `+notEmbedded, maxTries, model).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE tries < $1 AND `+notEmbedded("$2"), maxTries, model).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}
 	return n, nil
@@ -550,9 +552,9 @@ func (s *Store) LeaseEmbedding(ctx context.Context, holder string, d time.Durati
 	now := s.now()
 	var got string
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_lease (id, holder, until) VALUES (1, ?, ?)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_lease (id, holder, until) VALUES (1, $1, $2)
 			ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until = excluded.until
-			WHERE embed_lease.until <= ? OR embed_lease.holder = excluded.holder`, holder, now.Add(d).UnixNano(), now.UnixNano()); err != nil {
+			WHERE embed_lease.until <= $3 OR embed_lease.holder = excluded.holder`, holder, now.Add(d).UnixNano(), now.UnixNano()); err != nil {
 			return err
 		}
 		return tx.QueryRowContext(ctx, `SELECT holder FROM embed_lease WHERE id = 1`).Scan(&got)
@@ -567,7 +569,7 @@ func (s *Store) LeaseEmbedding(ctx context.Context, holder string, d time.Durati
 // over at once.
 func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE embed_lease SET until = 0 WHERE id = 1 AND holder = ?`, holder)
+		_, err := tx.ExecContext(ctx, `UPDATE embed_lease SET until = 0 WHERE id = 1 AND holder = $1`, holder)
 		return err
 	})
 }
@@ -583,7 +585,7 @@ func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string
 	var n int
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q JOIN records r ON r.rowid = q.rid
 		WHERE q.tries < @tries AND NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = @model)
-		AND `+visible, s.args(p, sql.Named("tries", maxTries), sql.Named("model", model))...).Scan(&n)
+		AND `+visible, s.b.NamedArgs(s.args(p, sql.Named("tries", maxTries), sql.Named("model", model)))...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}
@@ -596,8 +598,8 @@ func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string
 // records queued again. It reports whether that happened.
 func (s *Store) NoteDims(ctx context.Context, model string, dims int) (bool, error) {
 	var other int
-	if err := s.db.QueryRowContext(ctx, `SELECT CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims < @d) AS INTEGER)
-		+ CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = @m AND dims > @d) AS INTEGER)`, sql.Named("m", model), sql.Named("d", dims)).Scan(&other); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = $1 AND dims < $2) AS INTEGER)
+		+ CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = $1 AND dims > $2) AS INTEGER)`, model, dims).Scan(&other); err != nil {
 		return false, fmt.Errorf("check vector length: %w", err)
 	}
 	if other == 0 {

@@ -419,7 +419,7 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 		// Nothing a reader or a file would see has changed: keep updated_at
 		// (so the file stays byte-identical) and refresh only the expiry.
 		rec.UpdatedAt = old.UpdatedAt
-		if _, err := tx.ExecContext(ctx, `UPDATE records SET expires_at = ?, use_count = ? WHERE id = ?`, nanos(rec.ExpiresAt), rec.UseCount, rec.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE records SET expires_at = $1, use_count = $2 WHERE id = $3`, nanos(rec.ExpiresAt), rec.UseCount, rec.ID); err != nil {
 			return Record{}, false, err
 		}
 		if err := s.writeFile(ctx, tx, p, rec, false); err != nil {
@@ -446,7 +446,7 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 // under the key is a conflict.
 func (s *Store) sameName(ctx context.Context, tx *sql.Tx, b string, w Write) (Record, bool, error) {
 	if w.Scope != scope.Project || (w.Type != Semantic && w.Type != Procedural) {
-		old, err := getOne(ctx, tx, `WHERE project = ? AND scope = ? AND type = ? AND key = ?`, b, int(w.Scope), string(w.Type), w.Key)
+		old, err := getOne(ctx, tx, `WHERE project = $1 AND scope = $2 AND type = $3 AND key = $4`, b, int(w.Scope), string(w.Type), w.Key)
 		if errors.Is(err, ErrNotFound) {
 			return Record{}, false, nil
 		}
@@ -456,7 +456,7 @@ func (s *Store) sameName(ctx context.Context, tx *sql.Tx, b string, w Write) (Re
 	if w.Type == Semantic {
 		other = Procedural
 	}
-	rows, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE project = ? AND scope = ? AND type IN (?, ?) AND key = ?`,
+	rows, err := queryRecords(ctx, tx, `SELECT `+cols+` FROM records r WHERE project = $1 AND scope = $2 AND type IN ($3, $4) AND key = $5`,
 		b, int(w.Scope), string(w.Type), string(other), w.Key)
 	if err != nil {
 		return Record{}, false, err
@@ -495,7 +495,7 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, mod
 	case insertRow:
 		_, err = tx.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, description, body, tags, confidence, use_count,
 			last_accessed_at, created_at, updated_at, expires_at, session_id, source, metadata)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 			rec.ID, b, int(rec.Scope), string(rec.Type), rec.Key, rec.Description, rec.Body, string(tags), rec.Confidence, rec.UseCount,
 			nanos(rec.LastAccessedAt), rec.CreatedAt.UnixNano(), rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta))
 		if err != nil {
@@ -503,13 +503,13 @@ func (s *Store) store(ctx context.Context, tx *sql.Tx, b string, rec Record, mod
 		}
 		return nil
 	case updateContent:
-		res, err = tx.ExecContext(ctx, `UPDATE records SET description = ?, body = ?, tags = ?, confidence = ?,
-			use_count = ?, updated_at = ?, expires_at = ?, session_id = ?, source = ?, metadata = ? WHERE id = ?`,
+		res, err = tx.ExecContext(ctx, `UPDATE records SET description = $1, body = $2, tags = $3, confidence = $4,
+			use_count = $5, updated_at = $6, expires_at = $7, session_id = $8, source = $9, metadata = $10 WHERE id = $11`,
 			rec.Description, rec.Body, string(tags), rec.Confidence,
 			rec.UseCount, rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta), rec.ID)
 	default:
-		res, err = tx.ExecContext(ctx, `UPDATE records SET project = ?, scope = ?, type = ?, key = ?, description = ?, body = ?, tags = ?, confidence = ?,
-			use_count = ?, updated_at = ?, expires_at = ?, session_id = ?, source = ?, metadata = ? WHERE id = ?`,
+		res, err = tx.ExecContext(ctx, `UPDATE records SET project = $1, scope = $2, type = $3, key = $4, description = $5, body = $6, tags = $7, confidence = $8,
+			use_count = $9, updated_at = $10, expires_at = $11, session_id = $12, source = $13, metadata = $14 WHERE id = $15`,
 			b, int(rec.Scope), string(rec.Type), rec.Key, rec.Description, rec.Body, string(tags), rec.Confidence,
 			rec.UseCount, rec.UpdatedAt.UnixNano(), nanos(rec.ExpiresAt), rec.SessionID, string(rec.Source), string(meta), rec.ID)
 	}
@@ -671,13 +671,13 @@ func (s *Store) remove(ctx context.Context, tx *sql.Tx, p Project, rec Record, r
 			}
 		}()
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE id = ?`, rec.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM records WHERE id = $1`, rec.ID); err != nil {
 		return err
 	}
 	if !rec.Mirrored() {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = ? AND stem = ?`, string(p.ID), rec.Key); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_files WHERE project = $1 AND stem = $2`, string(p.ID), rec.Key); err != nil {
 		return err
 	}
 	return nil
@@ -706,7 +706,7 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.writing }()
-	tx, commit, err := s.beginWrite(ctx)
+	tx, end, err := s.beginWrite(ctx)
 	if err != nil {
 		return err
 	}
@@ -714,7 +714,7 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 	// holding the write lock; after Commit it does nothing. Files changed
 	// for a transaction that does not commit are put back first, under
 	// the lock still.
-	defer tx.Rollback()
+	defer end(false)
 	defer s.undoFiles()
 	// Uses counted since the last write go in with this one: the write
 	// lock is held already, and fn may read the counts.
@@ -725,13 +725,13 @@ func (s *Store) tx1(ctx context.Context, fn func(*sql.Tx) error) error {
 			s.giveBack(uses)
 		}
 	}()
-	if err := writeUses(ctx, tx, uses); err != nil {
+	if err := s.writeUses(ctx, tx, uses); err != nil {
 		return err
 	}
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := commit(); err != nil {
+	if err := end(true); err != nil {
 		if s.b.Uncertain(err) {
 			// It may have committed (PostgreSQL, the server unreachable
 			// to ask): undoing its files would lose a record that is

@@ -74,6 +74,14 @@ type Dir struct {
 	stateProject scope.Identity
 	stateVersion int64
 
+	// What the last syncs saw, under syncMu (see watch.go).
+	watcher    *watcher
+	watchAgain time.Time       // no watcher is started before then
+	noWatch    bool            // set by tests: as when no watcher can be started
+	closed     bool            // Close was called: no watcher any more
+	scannedAt  time.Time       // start of the last full scan; zero: one is due
+	onDisk     map[string]bool // stems of the *.md files there, as last seen
+
 	// hook, set by tests, is called where another process or a person can
 	// step in between two steps: see the calls of at.
 	hook func(at, key string)
@@ -82,6 +90,7 @@ type Dir struct {
 	log        *slog.Logger
 	problems   map[string]problemSeen // by stem: last problem reported, to log it once
 	exportedAt time.Time              // last check for records without a file
+	ws         watchState
 }
 
 // problemSeen remembers a file Sync could not accept. Decode failures
@@ -117,10 +126,15 @@ func Open(root string) (*Dir, error) {
 	return d, nil
 }
 
-// Close releases the Dir. It holds no file open between calls, so there is
-// nothing to release and it always returns nil; a Dir may still be used
-// after it.
-func (d *Dir) Close() error { return nil }
+// Close stops the Dir's watcher. It always returns nil. A Dir may still be
+// used after it, and then scans the directory on every sync.
+func (d *Dir) Close() error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	d.closed = true
+	d.unwatch()
+	return nil
+}
 
 // Path returns the memories directory, root/.prometheus/memories.
 func (d *Dir) Path() string { return d.path }
@@ -267,6 +281,7 @@ func (d *Dir) openRoot(create bool) (*os.Root, error) {
 // is rolled back.
 func (d *Dir) Write(rec memory.Record, last *memory.FileState) (st memory.FileState, undo func(), err error) {
 	st, undo, err = d.write(rec, last)
+	d.note(rec.Key)
 	if err == nil {
 		d.at("write", rec.Key) // the store's transaction still open
 	}
@@ -327,7 +342,7 @@ func (d *Dir) write(rec memory.Record, last *memory.FileState) (memory.FileState
 		}
 		return memory.FileState{}, nil, err
 	}
-	if err := r.Rename(tmp, name); err != nil {
+	if err := whenFree(func() error { return r.Rename(tmp, name) }); err != nil {
 		r.Remove(tmp)
 		return memory.FileState{}, nil, fmt.Errorf("write %s: %w", relFile(name), err)
 	}
@@ -500,7 +515,7 @@ func (d *Dir) putBack1(name, want string, before []byte, perm fs.FileMode, mtime
 		} else if err != nil {
 			return err
 		}
-	} else if err := r.Rename(tmp, name); err != nil {
+	} else if err := whenFree(func() error { return r.Rename(tmp, name) }); err != nil {
 		return err
 	}
 	// The file's own mtime back, so that it is as it was before the call.
@@ -602,6 +617,27 @@ func makeTempSub(r *os.Root) error {
 	return nil
 }
 
+// busyWait is how long whenFree keeps trying.
+const busyWait = 2 * time.Second
+
+// whenFree runs op, a rename over a memory file or its removal, and runs it
+// again while it fails because the file is busy (see busy: Windows only),
+// for up to busyWait, then returns its last error.
+func whenFree(op func() error) error {
+	return retryBusy(op, busy, busyWait)
+}
+
+func retryBusy(op func() error, busy func(error) bool, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		err := op()
+		if err == nil || !busy(err) || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+	}
+}
+
 func randomHex() string {
 	var rnd [6]byte
 	rand.Read(rnd[:])
@@ -686,6 +722,7 @@ func readRegular(r *os.Root, name string, fi fs.FileInfo) ([]byte, error) {
 // created there meanwhile.
 func (d *Dir) Remove(key string, last *memory.FileState) (undo func(), err error) {
 	undo, err = d.remove(key, last)
+	d.note(key)
 	if err == nil {
 		d.at("remove", key) // the store's transaction still open
 	}
@@ -725,7 +762,7 @@ func (d *Dir) remove(key string, last *memory.FileState) (func(), error) {
 	} else if err != nil {
 		return nil, err
 	}
-	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := whenFree(func() error { return r.Remove(name) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("remove %s: %w", relFile(name), err)
 	}
 	perm, mtime := fi.Mode().Perm(), fi.ModTime()

@@ -83,9 +83,20 @@ var tempName = regexp.MustCompile(`^\.[a-z0-9][a-z0-9._-]*\.md\.[0-9a-f]{12}\.tm
 func Sync(ctx context.Context, st *memory.Store, p scope.Identity, d *Dir) (Report, error) {
 	d.syncMu.Lock()
 	defer d.syncMu.Unlock()
-	s := &syncer{ctx: ctx, st: st, p: p, d: d, now: time.Now(), present: map[string]bool{}}
+	if d.stateProject != p {
+		d.scannedAt = time.Time{} // another project's records: all its files are news
+	}
+	s := &syncer{ctx: ctx, st: st, p: p, d: d, now: time.Now()}
 	err := s.run()
-	d.forgetProblems(s.present)
+	switch {
+	case err != nil:
+		d.scannedAt = time.Time{} // what was not looked at is looked at next time
+	case s.all:
+		d.scannedAt, d.onDisk = s.now, s.present
+	}
+	if s.present != nil {
+		d.forgetProblems(s.present)
+	}
 	return s.rep, err
 }
 
@@ -98,6 +109,8 @@ type syncer struct {
 
 	rep     Report
 	state   map[string]memory.FileState
+	all     bool            // every file is looked at, not only stems
+	stems   []string        // the files to look at when not all (see Dir.changes)
 	present map[string]bool // stems of the .md files on disk, accepted or not
 	cands   []candidate
 }
@@ -117,18 +130,30 @@ func (s *syncer) run() error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		// No directory: no files.
+		s.d.unwatch()
+		s.all, s.present = true, map[string]bool{}
 	case err != nil:
 		return err
 	default:
 		defer r.Close()
-		if entries, err = fs.ReadDir(r.FS(), "."); err != nil {
-			return fmt.Errorf("read %s: %w", relDir, err)
+		if s.stems, s.all = s.d.changes(r, s.now); s.all {
+			s.present = map[string]bool{}
+			if entries, err = fs.ReadDir(r.FS(), "."); err != nil {
+				return fmt.Errorf("read %s: %w", relDir, err)
+			}
+		} else {
+			s.present = s.d.onDisk // brought forward in place
 		}
 	}
 	if s.state, err = s.d.mirrorState(s.ctx, s.st, s.p); err != nil {
 		return fmt.Errorf("sync %s: %w", relDir, err)
 	}
-	if err := s.scan(r, entries); err != nil {
+	if s.all {
+		err = s.scan(r, entries)
+	} else {
+		err = s.lookAt(r)
+	}
+	if err != nil {
 		return err
 	}
 	s.dedupe()
@@ -192,6 +217,30 @@ func (s *syncer) scan(r *os.Root, entries []fs.DirEntry) error {
 		fi, err := e.Info() // an lstat: a symlink is not followed
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // deleted as we looked: treat as gone
+		}
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", relFile(name), err)
+		}
+		s.present[stem] = true
+		if err := s.look(r, name, stem, fi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lookAt looks at the files named by s.stems only, the others being as
+// the last sync left them.
+func (s *syncer) lookAt(r *os.Root) error {
+	for _, stem := range s.stems {
+		if err := s.ctx.Err(); err != nil {
+			return err
+		}
+		name := stem + ".md"
+		fi, err := r.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			delete(s.present, stem)
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("stat %s: %w", relFile(name), err)
@@ -339,6 +388,9 @@ func (s *syncer) lastStems() map[string]string {
 }
 
 func (s *syncer) imports() error {
+	if len(s.cands) == 0 {
+		return nil
+	}
 	lastStem := s.lastStems()
 	// Renamed files first: a file renamed away from a stem and a new file
 	// at that stem (git mv, then a new file under the old name) must move
@@ -413,13 +465,21 @@ func (s *syncer) imports() error {
 // forgets deletes the records of files that are gone. It runs after the
 // imports, which have already moved renamed records to their new stems.
 func (s *syncer) forgets() error {
-	stems := make([]string, 0, len(s.state))
-	for stem := range s.state {
-		if !s.present[stem] {
-			stems = append(stems, stem)
+	var stems []string
+	if s.all {
+		for stem := range s.state {
+			if !s.present[stem] {
+				stems = append(stems, stem)
+			}
+		}
+		slices.Sort(stems)
+	} else {
+		for _, stem := range s.stems {
+			if _, ok := s.state[stem]; ok && !s.present[stem] {
+				stems = append(stems, stem)
+			}
 		}
 	}
-	slices.Sort(stems)
 	for _, stem := range stems {
 		prev := s.state[stem]
 		rec, deleted, err := s.st.Forget(s.ctx, s.p, stem, &prev, s.d.recheck(stem, ""))

@@ -43,7 +43,7 @@ func (w *ws) ls() []string {
 			w.tb.Fatal(err)
 		}
 		for _, t := range tmp {
-			if t.Name() != ".gitignore" {
+			if t.Name() != ".gitignore" && !isCookie(t.Name()) {
 				names = append(names, tempSub+"/"+t.Name())
 			}
 		}

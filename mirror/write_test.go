@@ -20,7 +20,8 @@ func (w *ws) putErr(key, body string) error {
 	return err
 }
 
-// tempEntries lists the temporary directory, its .gitignore left out.
+// tempEntries lists the temporary directory, its .gitignore and a
+// watcher's cookie left out.
 func tempEntries(t *testing.T, w *ws) []string {
 	t.Helper()
 	entries, err := os.ReadDir(w.path(tempSub))
@@ -29,7 +30,7 @@ func tempEntries(t *testing.T, w *ws) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.Name() != ".gitignore" {
+		if e.Name() != ".gitignore" && !isCookie(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}

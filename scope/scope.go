@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -74,10 +76,37 @@ func (l Level) Narrower(m Level) bool { return l < m }
 // workspace root. Two roots never share an identity.
 type Identity string
 
-// IdentityOf hashes root, which must be absolute, after cleaning it.
+// IdentityOf hashes root, which must be absolute, in the form identityPath
+// gives it on this system.
 func IdentityOf(root string) Identity {
-	sum := sha256.Sum256([]byte(filepath.Clean(root)))
+	sum := sha256.Sum256([]byte(identityPath(root, runtime.GOOS == "windows")))
 	return Identity(hex.EncodeToString(sum[:16]))
+}
+
+// identityPath is the spelling of root that IdentityOf hashes.
+//
+// Outside Windows it is the cleaned path, byte for byte: Linux file systems
+// (and case-sensitive APFS volumes) can hold both Repo and repo, so folding
+// case could merge two projects.
+//
+// On Windows, where paths name files without regard to case or separator,
+// two spellings of one directory are one project: the path is lower-cased
+// (the drive letter too), both / and \ separate, and it is cleaned as
+// filepath.Clean does there, keeping the \ of a drive root and the leading
+// \\ of a UNC path. So C:\Repo, c:\repo\ and C:/Repo/./x/.. are one root.
+func identityPath(root string, windows bool) string {
+	if !windows {
+		return path.Clean(root)
+	}
+	p := strings.ToLower(strings.ReplaceAll(root, `\`, "/"))
+	prefix := ""
+	switch {
+	case strings.HasPrefix(p, "//"): // \\server\share\...
+		prefix, p = "/", p[1:]
+	case len(p) >= 2 && p[1] == ':':
+		prefix, p = p[:2], p[2:]
+	}
+	return strings.ReplaceAll(prefix+path.Clean("/"+p), "/", `\`)
 }
 
 // Root finds the workspace root: env (PROMETHEUS_WORKSPACE_ROOT) when set,

@@ -3,6 +3,7 @@ package scope
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,6 +37,58 @@ func TestIdentity(t *testing.T) {
 	}
 	if IdentityOf("/a/b") == IdentityOf("/a/c") {
 		t.Error("two roots share an identity")
+	}
+}
+
+// TestIdentityPath pins the rule for both kinds of system, whatever the
+// tests run on: Windows folds case and separators, the others do not.
+func TestIdentityPath(t *testing.T) {
+	tests := []struct {
+		in      string
+		windows bool
+		want    string
+	}{
+		{`/home/me/Repo`, false, `/home/me/Repo`},
+		{`/home/me/Repo/`, false, `/home/me/Repo`},
+		{`/home/me/./x/../Repo`, false, `/home/me/Repo`},
+		{`//home//me/Repo`, false, `/home/me/Repo`},
+		{`/`, false, `/`},
+		{`/home/me/repo\x`, false, `/home/me/repo\x`}, // a backslash is a name's byte there
+		{`C:\Repo`, true, `c:\repo`},
+		{`c:\repo\`, true, `c:\repo`},
+		{`C:/Repo/./x/..`, true, `c:\repo`},
+		{`C:\Users\Me\\Code\Repo`, true, `c:\users\me\code\repo`},
+		{`C:\`, true, `c:\`},
+		{`D:\Repo`, true, `d:\repo`},
+		{`\\Server\Share\Repo\`, true, `\\server\share\repo`},
+		{`//server/share/repo`, true, `\\server\share\repo`},
+	}
+	for _, tt := range tests {
+		if got := identityPath(tt.in, tt.windows); got != tt.want {
+			t.Errorf("identityPath(%q, windows=%v) = %q, want %q", tt.in, tt.windows, got, tt.want)
+		}
+	}
+	if identityPath(`C:\Repo`, true) == identityPath(`D:\Repo`, true) {
+		t.Error("two drives share a root")
+	}
+	if identityPath(`/a/Repo`, false) == identityPath(`/a/repo`, false) {
+		t.Error("case folded outside Windows")
+	}
+}
+
+// TestIdentityOnThisSystem: IdentityOf uses the rule of the system it runs
+// on, so that C:\Repo and c:\repo\ are one project on Windows only.
+func TestIdentityOnThisSystem(t *testing.T) {
+	// An identity outside Windows is the hash of the cleaned path as it
+	// always was: the projects of existing databases keep their records.
+	if runtime.GOOS != "windows" {
+		if got := IdentityOf("/home/me/Repo/"); got != "d67ef1492f2fe78b17af387fa48a28b1" {
+			t.Errorf("IdentityOf(/home/me/Repo/) = %s, changed", got)
+		}
+	}
+	same := IdentityOf(`C:\Repo`) == IdentityOf(`c:\repo\`)
+	if same != (runtime.GOOS == "windows") {
+		t.Errorf("C:\\Repo and c:\\repo\\ share an identity: %v on %s", same, runtime.GOOS)
 	}
 }
 

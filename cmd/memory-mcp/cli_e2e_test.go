@@ -367,7 +367,9 @@ func stopProcessesIn(t *testing.T, dir string) {
 			}
 			left++
 			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(link))); err == nil {
-				syscall.Kill(pid, syscall.SIGTERM)
+				if p, err := os.FindProcess(pid); err == nil {
+					p.Signal(syscall.SIGTERM)
+				}
 			}
 		}
 		if left == 0 {

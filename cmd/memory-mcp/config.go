@@ -12,19 +12,6 @@ import (
 	"prom.codes/memory-mcp/weave"
 )
 
-// version, when set at build time with -ldflags "-X main.version=...",
-// overrides the module version from the build info.
-var version string
-
-// serverVersion is the version the server reports to clients: the same
-// as `memory-mcp version` prints.
-func serverVersion() string {
-	if version != "" {
-		return version
-	}
-	return readBuildInfo().Version
-}
-
 // Config is everything the environment decides.
 type Config struct {
 	DBPath        string         // PROMETHEUS_MEMORY_DB_PATH, else ~/.prometheus/memory.db; "" on PostgreSQL

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -110,13 +111,17 @@ func (d *doctor) database(ctx context.Context, cfg Config) {
 		d.problem(area, fmt.Sprintf("%s is not a file", cfg.DBPath), "point PROMETHEUS_MEMORY_DB_PATH (or --db) at a file, or move what is there aside")
 		return
 	}
-	d.openDir(filepath.Dir(cfg.DBPath))
-	if fi.Mode().Perm()&0o077 != 0 {
-		d.problem(area, fmt.Sprintf("%s is readable by others (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
-	}
-	if fi.Mode().Perm()&0o600 != 0o600 {
-		d.problem(area, fmt.Sprintf("%s is not readable and writable by you (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
-		return
+	// Windows has no file modes to check: the user profile's access list
+	// protects the database there (docs/install.md).
+	if runtime.GOOS != "windows" {
+		d.openDir(filepath.Dir(cfg.DBPath))
+		if fi.Mode().Perm()&0o077 != 0 {
+			d.problem(area, fmt.Sprintf("%s is readable by others (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
+		}
+		if fi.Mode().Perm()&0o600 != 0o600 {
+			d.problem(area, fmt.Sprintf("%s is not readable and writable by you (mode %o)", cfg.DBPath, fi.Mode().Perm()), "chmod 600 "+cfg.DBPath)
+			return
+		}
 	}
 	chk, err := sqlite.CheckFile(ctx, cfg.DBPath)
 	if err != nil {

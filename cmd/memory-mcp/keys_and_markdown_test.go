@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -323,7 +322,7 @@ func TestHostileMarkdownFiles(t *testing.T) {
 	must(t, os.Symlink("good.md", filepath.Join(dir, "inside-link.md")))
 	must(t, os.Symlink("/nonexistent/x.md", filepath.Join(dir, "dangling.md")))
 	must(t, os.Mkdir(filepath.Join(dir, "folder.md"), 0o755))
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.md"), 0o644); err != nil {
+	if err := mkfifo(filepath.Join(dir, "fifo.md")); err != nil {
 		t.Logf("no FIFO: %v", err)
 	}
 	hardOK := os.Link(hardTarget, filepath.Join(dir, "hard.md")) == nil

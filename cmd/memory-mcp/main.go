@@ -52,7 +52,10 @@ func main() {
 
 // stopSignals are the signals that stop the server cleanly: a hangup too
 // (its terminal went away), unless the process was started with
-// hangups ignored (nohup), which Notify would undo.
+// hangups ignored (nohup), which Notify would undo. The list serves
+// Windows as it is: there os.Interrupt is Ctrl-C or Ctrl-Break, SIGTERM is
+// how Go delivers the console's close, log-off and shut-down events, and
+// SIGHUP never arrives, so no file per system is needed.
 func stopSignals() []os.Signal {
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	if !signal.Ignored(syscall.SIGHUP) {

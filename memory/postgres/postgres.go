@@ -11,7 +11,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -25,8 +24,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -77,12 +76,6 @@ func redact(target string) string {
 	return u.String()
 }
 
-// pgText reports whether PostgreSQL's TEXT can hold s: valid UTF-8
-// without NUL bytes.
-func pgText(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
-}
-
 // What each process keeps in memory, and how it sees other processes'
 // writes. On SQLite other processes are the other servers on the machine;
 // on PostgreSQL they are the other replicas, and nothing changes: every
@@ -100,7 +93,6 @@ func pgText(s string) bool {
 //     row in mirror_versions, and the rows whose v is past it;
 //   - saved instructions (Cached): keyed by the max(seq) of the project's
 //     buckets, so text derived before any replica's change is not returned;
-//   - translated statements (pgTranslate): SQL text only, no data;
 //   - uses (touch.go): a process's own reads, counted in memory and written
 //     with its next write or within a second, as on SQLite; until then other
 //     replicas see the count without them.
@@ -128,7 +120,11 @@ const pgIdleInTx = "1min"
 // DB is an open PostgreSQL database.
 type DB struct {
 	db   *sql.DB
+	cfg  *pgx.ConnConfig
 	path string // the URL without its password
+	// lost is when a connection was last found lost, in Unix
+	// nanoseconds (see noteLost).
+	lost atomic.Int64
 }
 
 // Open opens the database at target, a postgres:// or postgresql:// URL,
@@ -155,11 +151,27 @@ func Open(ctx context.Context, target string) (*DB, error) {
 	if _, ok := cfg.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
 		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = pgIdleInTx
 	}
-	db := sql.OpenDB(&pgConnector{inner: stdlib.GetConnector(*cfg), name: name})
+	s := &DB{cfg: cfg, path: name}
+	// A FATAL error from the server (its process terminated, the server
+	// shutting down) ends the connection, as pgx's own handler does, and
+	// may have ended the others with it.
+	cfg.OnPgError = func(_ *pgconn.PgConn, pe *pgconn.PgError) bool {
+		if strings.EqualFold(pe.Severity, "FATAL") {
+			s.noteLost()
+			return false
+		}
+		return true
+	}
+	// database/sql replaces a connection that fails its check before
+	// reuse. pgx checks one idle for over a second; every one used last
+	// before a connection was found lost is checked too.
+	s.db = stdlib.OpenDB(*cfg, stdlib.OptionShouldPing(func(_ context.Context, p stdlib.ShouldPingParams) bool {
+		return p.IdleDuration > time.Second || time.Now().Add(-p.IdleDuration).UnixNano() <= s.lost.Load()
+	}))
+	db := s.db
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &DB{db: db, path: name}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		var pe *pgconn.PgError
@@ -176,7 +188,7 @@ func Open(ctx context.Context, target string) (*DB, error) {
 	return s, nil
 }
 
-// pgSchemaVersion is the number of PostgreSQL migrations this build knows.
+// pgMigrationNames are the PostgreSQL migrations this build knows, in order.
 func pgMigrationNames() ([]string, error) {
 	names, err := fs.Glob(pgMigrations, "migrations/*.sql")
 	sort.Strings(names)
@@ -195,11 +207,11 @@ func (s *DB) migrate(ctx context.Context) error {
 	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return err
+		return pgConnectError(s.path, err)
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		c := dc.(*pgConn).inner.Conn()
+		c := dc.(*stdlib.Conn).Conn()
 		if _, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(pgMigrateLock)); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
@@ -239,38 +251,6 @@ func (s *DB) migrate(ctx context.Context) error {
 	})
 }
 
-// pgConnector dials through pgx's database/sql driver, retrying with
-// backoff while the server is unreachable (a restart, a failover) for as
-// long as the caller's context allows, up to connectPatience.
-type pgConnector struct {
-	inner driver.Connector
-	name  string // the URL without its password
-}
-
-const connectPatience = 10 * time.Second
-
-func (c *pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	deadline := time.Now().Add(connectPatience)
-	wait := 25 * time.Millisecond
-	for {
-		dc, err := c.inner.Connect(ctx)
-		if err == nil {
-			return &pgConn{connector: c, inner: dc.(*stdlib.Conn)}, nil
-		}
-		if !connLost(err) || time.Now().Add(wait).After(deadline) {
-			return nil, pgConnectError(c.name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, pgConnectError(c.name, err)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
-}
-
-func (c *pgConnector) Driver() driver.Driver { return c.inner.Driver() }
-
 // pgConnectError is err, met connecting to the database name, with what to
 // do about it where the cause is a common one.
 func pgConnectError(name string, err error) error {
@@ -304,8 +284,7 @@ func scrub(err error) error {
 }
 
 // connLost reports whether err is the loss (or absence) of the connection
-// rather than an answer from the server: the statement may be retried on
-// another connection if it is safe to.
+// rather than an answer from the server.
 func connLost(err error) bool {
 	if err == nil {
 		return false
@@ -330,28 +309,6 @@ func connLost(err error) bool {
 	return pgconn.SafeToRetry(err)
 }
 
-// pgRetryable reports whether a write transaction that failed with err may
-// run again: it did not commit (a failed commit is never retried, since it
-// may have committed), and the failure was the connection or a conflict
-// PostgreSQL asks to retry.
-func pgRetryable(err error) bool {
-	var cu *commitUnknown
-	if errors.As(err, &cu) {
-		return false
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") {
-		return true
-	}
-	return connLost(err)
-}
-
-// uncertain reports whether err is a commit whose outcome is unknown.
-func uncertain(err error) bool {
-	var cu *commitUnknown
-	return errors.As(err, &cu)
-}
-
 // commitUnknown is a commit that failed in a way that leaves its outcome
 // unknown to this process.
 type commitUnknown struct{ err error }
@@ -361,184 +318,74 @@ func (e *commitUnknown) Error() string {
 }
 func (e *commitUnknown) Unwrap() error { return e.err }
 
-// pgConn is one connection of pgx's driver that takes the store's SQLite
-// statements (see pgTranslate) and its write lock.
-type pgConn struct {
-	connector *pgConnector
-	inner     *stdlib.Conn
-	inTx      bool
-}
+// noteLost records that a connection was found lost: the pool's other
+// connections may be gone with it (a restart, a failover, a network
+// reset), so each is checked before its next use, and one that does not
+// answer is replaced (see Open).
+func (s *DB) noteLost() { s.lost.Store(time.Now().UnixNano()) }
 
-// pgRetries is how many times a statement that is safe to run again (a
-// read, a write that never reached its commit, a BEGIN) is retried on a
-// new connection, after 25, 50, 100 and 200 ms, when the connection is
-// lost. database/sql then tries other connections of its pool, and a
-// new one, which the connector dials with its own backoff.
-const pgRetries = 4
+// writeLock is what a write transaction runs first: the write lock, and the
+// transaction's id and server process, kept so that a commit whose answer
+// is lost can be looked up (see write.end). It goes by the simple protocol,
+// in one round trip.
+var writeLock = "SELECT txid_current(), pg_backend_pid() FROM (SELECT pg_advisory_xact_lock(" + strconv.Itoa(pgWriteLock) + ")) AS l"
 
-// reconnect replaces c's lost connection with a new one, after a backoff
-// that grows with attempt.
-func (c *pgConn) reconnect(ctx context.Context, attempt int) error {
-	c.inner.Close()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Duration(25<<attempt) * time.Millisecond):
-	}
-	dc, err := c.connector.inner.Connect(ctx)
+// BeginWrite begins a write transaction, which takes the write lock before
+// its first statement, so that it sees every write committed before, as
+// SQLite's immediate transactions do.
+func (s *DB) BeginWrite(ctx context.Context) (*sql.Tx, func(commit bool) error, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	c.inner = dc.(*stdlib.Conn)
-	return nil
+	w := &write{s: s, tx: tx, ctx: ctx}
+	if err := tx.QueryRowContext(ctx, writeLock, pgx.QueryExecModeSimpleProtocol).Scan(&w.xid, &w.pid); err != nil {
+		w.end(false)
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, w.end, nil
 }
 
-// retry runs op until it succeeds, fails otherwise than by losing the
-// connection, or has been retried pgRetries times; op must be safe to run
-// again after a lost connection. It returns driver.ErrBadConn when the
-// connection stays lost, so database/sql carries on with another.
-func (c *pgConn) retry(ctx context.Context, op func() error) error {
-	for attempt := 0; ; attempt++ {
-		err := op()
-		if err == nil || c.inTx || !connLost(err) {
-			return err
-		}
-		var cu *commitUnknown
-		if errors.As(err, &cu) {
-			return err
-		}
-		if attempt == pgRetries {
-			return driver.ErrBadConn
-		}
-		if err := c.reconnect(ctx, attempt); err != nil {
-			if connLost(err) {
-				return driver.ErrBadConn
-			}
-			return err
-		}
-	}
+// write is a write transaction under way.
+type write struct {
+	s    *DB
+	tx   *sql.Tx
+	ctx  context.Context
+	xid  int64
+	pid  int64
+	done bool
 }
 
-var (
-	_ driver.ConnBeginTx        = (*pgConn)(nil)
-	_ driver.ConnPrepareContext = (*pgConn)(nil)
-	_ driver.ExecerContext      = (*pgConn)(nil)
-	_ driver.QueryerContext     = (*pgConn)(nil)
-	_ driver.Pinger             = (*pgConn)(nil)
-	_ driver.SessionResetter    = (*pgConn)(nil)
-	_ driver.NamedValueChecker  = (*pgConn)(nil)
-)
-
-func (c *pgConn) Prepare(query string) (driver.Stmt, error) {
-	return c.PrepareContext(context.Background(), query)
-}
-
-// PrepareContext only translates: pgx prepares and caches each statement
-// on each connection as it first runs there.
-func (c *pgConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	q, err := pgTranslate(query)
-	if err != nil {
-		return nil, err
-	}
-	return &pgStmt{c: c, q: q}, nil
-}
-
-func (c *pgConn) Close() error { return c.inner.Close() }
-
-func (c *pgConn) Begin() (driver.Tx, error) {
-	return c.BeginTx(context.Background(), driver.TxOptions{})
-}
-
-// BeginTx begins a transaction. A read-only one reads one snapshot
-// (REPEATABLE READ), as a SQLite read transaction does; any other takes
-// the write lock in the same round trip as BEGIN, before its first
-// statement, so that every statement of it sees every write committed
-// before, as SQLite's immediate transactions do.
-func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	var tx driver.Tx
-	err := c.retry(ctx, func() (err error) {
-		tx, err = c.begin(ctx, opts)
-		return err
-	})
-	return tx, err
-}
-
-// pgBegin begins a write transaction: BEGIN, the write lock, and the
-// transaction's id, kept so that a commit whose answer is lost can be
-// looked up (see pgTx.Commit), all in one round trip.
-var pgBegin = "BEGIN; SELECT pg_advisory_xact_lock(" + strconv.Itoa(pgWriteLock) + "); SELECT txid_current()"
-
-func (c *pgConn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	pc := c.inner.Conn()
-	if pc.IsClosed() {
-		return nil, driver.ErrBadConn
-	}
-	if opts.ReadOnly {
-		tx, err := pc.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		if err != nil {
-			if connLost(err) {
-				return nil, driver.ErrBadConn
-			}
-			return nil, fmt.Errorf("begin: %w", err)
-		}
-		c.inTx = true
-		return &pgTx{c: c, tx: tx, ctx: ctx}, nil
-	}
-	res, err := pc.PgConn().Exec(ctx, pgBegin).ReadAll()
-	if err == nil && (len(res) != 3 || len(res[2].Rows) != 1 || len(res[2].Rows[0]) != 1) {
-		err = errors.New("unexpected answer to BEGIN")
-	}
-	var xid int64
-	if err == nil {
-		xid, err = strconv.ParseInt(string(res[2].Rows[0][0]), 10, 64)
-	}
-	if err != nil {
-		if !pc.IsClosed() && pc.PgConn().TxStatus() != 'I' {
-			pc.PgConn().Exec(context.WithoutCancel(ctx), "ROLLBACK").ReadAll()
-		}
-		if connLost(err) {
-			return nil, driver.ErrBadConn
-		}
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	c.inTx = true
-	return &pgTx{c: c, xid: xid, ctx: ctx}, nil
-}
-
-// pgTx is a transaction: a read-only one of pgx's, or a write one begun
-// by pgBegin, with its id.
-type pgTx struct {
-	c   *pgConn
-	tx  pgx.Tx // a read-only transaction; nil for a write one
-	xid int64
-	ctx context.Context
-}
-
-// Commit commits. When the COMMIT's answer does not arrive (the connection
-// lost, the context ended), whether it committed is looked up on another
-// connection: committed is success, so an acknowledged write is never
-// reported failed and done again by the caller; not committed is the
-// error, which may be retried; unknown (the server unreachable) is
-// commitUnknown, never retried.
-func (t *pgTx) Commit() error {
-	t.c.inTx = false
-	if t.tx != nil {
-		return t.tx.Commit(t.ctx)
-	}
-	res, err := t.c.inner.Conn().PgConn().Exec(t.ctx, "COMMIT").ReadAll()
-	if err == nil {
-		if len(res) == 1 && res[0].CommandTag.String() == "ROLLBACK" {
-			return pgx.ErrTxCommitRollback
-		}
+// end commits or rolls back. When the COMMIT's answer does not arrive (the
+// connection lost, the server's process ended), whether it committed is
+// looked up on a new connection: committed is success, so an acknowledged
+// write is never reported failed and done again by the caller; not
+// committed is the error, which may be retried; unknown (the server
+// unreachable) is commitUnknown, never retried. A rollback on a lost
+// connection ends the server's side of the transaction, which would hold
+// the write lock from every writer until the server noticed.
+func (w *write) end(commit bool) error {
+	if w.done {
 		return nil
+	}
+	w.done = true
+	if !commit {
+		err := w.tx.Rollback()
+		if err != nil && !errors.Is(err, sql.ErrTxDone) && w.xid != 0 {
+			w.s.outcome(w.ctx, w.xid, w.pid, 2*time.Second)
+		}
+		return err
+	}
+	err := w.tx.Commit()
+	if err == nil || errors.Is(err, pgx.ErrTxCommitRollback) {
+		return err
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && !connLost(err) {
 		return err // the server answered: nothing was committed
 	}
-	// Lost, or the server's process ended (terminated, shut down) while
-	// committing: it may have committed.
-	switch t.c.outcome(t.ctx, t.xid, connectPatience) {
+	w.s.noteLost()
+	switch w.s.outcome(w.ctx, w.xid, w.pid, connectPatience) {
 	case "committed":
 		return nil
 	case "aborted":
@@ -550,52 +397,43 @@ func (t *pgTx) Commit() error {
 	return &commitUnknown{err: err}
 }
 
-func (t *pgTx) Rollback() error {
-	t.c.inTx = false
-	if t.tx != nil {
-		return t.tx.Rollback(t.ctx)
-	}
-	pc := t.c.inner.Conn()
-	if pc.IsClosed() {
-		// Lost in the middle: the server's process may not know yet, and
-		// would keep the write lock from every writer until it does.
-		t.c.outcome(t.ctx, t.xid, 2*time.Second)
-		return nil
-	}
-	if pc.PgConn().TxStatus() == 'I' {
-		return nil
-	}
-	_, err := pc.PgConn().Exec(context.WithoutCancel(t.ctx), "ROLLBACK").ReadAll()
-	return err
-}
+// connectPatience is how long a commit's outcome is looked for while the
+// server is unreachable.
+const connectPatience = 10 * time.Second
 
-// outcome looks up, on a new connection, whether the transaction xid of
-// c's lost connection committed: "committed", "aborted", or "" when it
-// cannot tell within patience. A transaction still in progress belongs to a server
-// process that has not noticed its client is gone, and holds the write
-// lock meanwhile: it is ended (a role may end its own processes), which
-// settles the outcome either way.
-func (c *pgConn) outcome(ctx context.Context, xid int64, patience time.Duration) string {
+// outcome looks up, on a new connection, whether the transaction xid of the
+// server process pid committed: "committed", "aborted", or "" when it
+// cannot tell within patience. A transaction still in progress belongs to
+// a server process that has not noticed its client is gone, and holds the
+// write lock meanwhile: it is ended (a role may end its own processes),
+// which settles the outcome either way.
+func (s *DB) outcome(ctx context.Context, xid, pid int64, patience time.Duration) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	defer cancel()
-	pid := c.inner.Conn().PgConn().PID()
-	dc, err := c.connector.Connect(ctx)
-	if err != nil {
-		return ""
+	var c *pgx.Conn
+	for wait := 25 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var err error
+		if c, err = pgx.ConnectConfig(ctx, s.cfg); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(wait):
+		}
 	}
-	defer dc.Close()
-	pc := dc.(*pgConn).inner.Conn()
+	defer c.Close(context.WithoutCancel(ctx))
 	wait := 10 * time.Millisecond
 	for i := 0; ; i++ {
 		var st *string
-		if err := pc.QueryRow(ctx, `SELECT txid_status($1)`, xid).Scan(&st); err != nil || st == nil {
+		if err := c.QueryRow(ctx, `SELECT txid_status($1)`, xid).Scan(&st); err != nil || st == nil {
 			return ""
 		}
 		if *st != "in progress" {
 			return *st
 		}
 		if i == 5 {
-			pc.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
 				WHERE pid = $1 AND backend_xid::text = ($2 % 4294967296)::text`, pid, xid)
 		}
 		select {
@@ -607,212 +445,15 @@ func (c *pgConn) outcome(ctx context.Context, xid int64, patience time.Duration)
 	}
 }
 
-func (c *pgConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	q, err := pgTranslate(query)
-	if err != nil {
-		return nil, err
+// NamedArgs returns args, sql.NamedArg values for @name parameters, as
+// pgx's named arguments, which pgx puts in $n order.
+func (s *DB) NamedArgs(args []any) []any {
+	named := pgx.NamedArgs{}
+	for _, a := range args {
+		n := a.(sql.NamedArg)
+		named[n.Name] = n.Value
 	}
-	return c.exec(ctx, q, args)
-}
-
-func (c *pgConn) exec(ctx context.Context, q *pgQuery, args []driver.NamedValue) (driver.Result, error) {
-	args, err := q.bind(args)
-	if err != nil {
-		return nil, err
-	}
-	if c.inTx {
-		return c.inner.ExecContext(ctx, q.sql, args)
-	}
-	var res driver.Result
-	err = c.retry(ctx, func() (err error) {
-		if q.write {
-			res, err = c.writeOnce(ctx, q, args)
-		} else {
-			res, err = c.inner.ExecContext(ctx, q.sql, args)
-		}
-		return err
-	})
-	return res, err
-}
-
-// writeOnce runs a write on its own in a transaction of its own, under
-// the write lock. A lost connection before the commit is sent leaves
-// nothing done, so it may be run again; a commit whose answer is lost is
-// commitUnknown, never run again.
-func (c *pgConn) writeOnce(ctx context.Context, q *pgQuery, args []driver.NamedValue) (driver.Result, error) {
-	tx, err := c.begin(ctx, driver.TxOptions{})
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.inner.ExecContext(ctx, q.sql, args)
-	if err != nil {
-		tx.Rollback()
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
-func (c *pgConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	q, err := pgTranslate(query)
-	if err != nil {
-		return nil, err
-	}
-	return c.query(ctx, q, args)
-}
-
-func (c *pgConn) query(ctx context.Context, q *pgQuery, args []driver.NamedValue) (driver.Rows, error) {
-	args, err := q.bind(args)
-	if err != nil {
-		return nil, err
-	}
-	if c.inTx {
-		return c.inner.QueryContext(ctx, q.sql, args)
-	}
-	if q.write {
-		return nil, fmt.Errorf("a statement that writes and returns rows must run in a transaction")
-	}
-	// A read on its own: safe to run again on a new connection. Its rows
-	// are read here, so that a connection lost halfway through them is
-	// retried too.
-	var rows *bufferedRows
-	err = c.retry(ctx, func() (err error) {
-		rows, err = c.readAll(ctx, q, args)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
-}
-
-func (c *pgConn) readAll(ctx context.Context, q *pgQuery, args []driver.NamedValue) (*bufferedRows, error) {
-	rows, err := c.inner.QueryContext(ctx, q.sql, args)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	b := &bufferedRows{cols: rows.Columns()}
-	for {
-		row := make([]driver.Value, len(b.cols))
-		err := rows.Next(row)
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for i, v := range row {
-			if bs, ok := v.([]byte); ok {
-				row[i] = bytes.Clone(bs)
-			}
-		}
-		b.rows = append(b.rows, row)
-	}
-}
-
-// bufferedRows are the rows of a read, read in full.
-type bufferedRows struct {
-	cols []string
-	rows [][]driver.Value
-}
-
-func (b *bufferedRows) Columns() []string { return b.cols }
-func (b *bufferedRows) Close() error      { b.rows = nil; return nil }
-
-func (b *bufferedRows) Next(dest []driver.Value) error {
-	if len(b.rows) == 0 {
-		return io.EOF
-	}
-	copy(dest, b.rows[0])
-	b.rows = b.rows[1:]
-	return nil
-}
-
-func (c *pgConn) Ping(ctx context.Context) error { return c.inner.Ping(ctx) }
-
-func (c *pgConn) ResetSession(ctx context.Context) error {
-	c.inTx = false
-	return c.inner.ResetSession(ctx)
-}
-
-func (c *pgConn) CheckNamedValue(nv *driver.NamedValue) error {
-	// Values of named types (scope.Level, Type) go in as their kind, as
-	// database/sql would convert them without a checker; pgx takes the
-	// rest (Valuers among them) as they are.
-	if _, ok := nv.Value.(driver.Valuer); !ok {
-		if v, err := driver.DefaultParameterConverter.ConvertValue(nv.Value); err == nil {
-			nv.Value = v
-		}
-	}
-	// PostgreSQL's TEXT holds neither NUL nor invalid UTF-8, where SQLite
-	// takes any bytes: say so plainly rather than pass on the server's
-	// encoding error. The store refuses such input before it gets here;
-	// this is for what slips past.
-	if v, ok := nv.Value.(string); ok && !pgText(v) {
-		return errors.New("a value holds a NUL byte or invalid UTF-8, which PostgreSQL cannot store")
-	}
-	// bool goes in as 0 or 1: the schema keeps SQLite's integer flags.
-	if b, ok := nv.Value.(bool); ok {
-		nv.Value = int64(0)
-		if b {
-			nv.Value = int64(1)
-		}
-	}
-	return nil
-}
-
-// bind puts args in the order of q's parameters.
-func (q *pgQuery) bind(args []driver.NamedValue) ([]driver.NamedValue, error) {
-	if q.names == nil {
-		for i := range args {
-			if args[i].Name != "" {
-				return nil, fmt.Errorf("named argument @%s for a statement with positional parameters", args[i].Name)
-			}
-		}
-		return args, nil
-	}
-	out := make([]driver.NamedValue, len(q.names))
-	for i, name := range q.names {
-		found := false
-		for _, a := range args {
-			if a.Name == name {
-				out[i] = driver.NamedValue{Ordinal: i + 1, Value: a.Value}
-				found = true
-				break
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("missing argument @%s", name)
-		}
-	}
-	return out, nil
-}
-
-type pgStmt struct {
-	c *pgConn
-	q *pgQuery
-}
-
-func (s *pgStmt) Close() error  { return nil }
-func (s *pgStmt) NumInput() int { return -1 }
-
-func (s *pgStmt) Exec(args []driver.Value) (driver.Result, error) {
-	return nil, errors.New("Stmt.Exec is not supported: use ExecContext")
-}
-
-func (s *pgStmt) Query(args []driver.Value) (driver.Rows, error) {
-	return nil, errors.New("Stmt.Query is not supported: use QueryContext")
-}
-
-func (s *pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	return s.c.exec(ctx, s.q, args)
-}
-
-func (s *pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	return s.c.query(ctx, s.q, args)
+	return []any{named}
 }
 
 // Clock returns now, or the database server's clock when that is earlier.
@@ -840,21 +481,31 @@ func (s *DB) DB() *sql.DB { return s.db }
 // Close closes the pool.
 func (s *DB) Close() error { return s.db.Close() }
 
-// BeginWrite begins a write transaction, which takes the write lock.
-func (s *DB) BeginWrite(ctx context.Context) (*sql.Tx, func() error, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, nil, err
+// Retryable reports whether a write transaction or a read that failed
+// with err may run again: it did not commit (a failed commit is never
+// retried, since it may have committed), and the failure was the
+// connection or a conflict PostgreSQL asks to retry.
+func (s *DB) Retryable(err error) bool {
+	var cu *commitUnknown
+	if errors.As(err, &cu) {
+		return false
 	}
-	return tx, tx.Commit, nil
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") {
+		return true
+	}
+	if connLost(err) {
+		s.noteLost()
+		return true
+	}
+	return false
 }
 
-// Retryable reports whether a write transaction that failed with err may
-// run again (see pgRetryable).
-func (s *DB) Retryable(err error) bool { return pgRetryable(err) }
-
 // Uncertain reports whether err is a commit whose outcome is unknown.
-func (s *DB) Uncertain(err error) bool { return uncertain(err) }
+func (s *DB) Uncertain(err error) bool {
+	var cu *commitUnknown
+	return errors.As(err, &cu)
+}
 
 // Schema returns the number of migrations applied.
 func (s *DB) Schema(ctx context.Context) (int, error) {

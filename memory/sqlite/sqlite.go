@@ -83,13 +83,25 @@ func (d *DB) Close() error { return d.db.Close() }
 
 // BeginWrite begins an immediate transaction (the DSN's _txlock): it takes
 // SQLite's write lock at BEGIN, waiting out the busy timeout for it.
-func (d *DB) BeginWrite(ctx context.Context) (*sql.Tx, func() error, error) {
+func (d *DB) BeginWrite(ctx context.Context) (*sql.Tx, func(commit bool) error, error) {
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return tx, tx.Commit, nil
+	return tx, func(commit bool) error {
+		if commit {
+			return tx.Commit()
+		}
+		if err := tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
+			return err
+		}
+		return nil
+	}, nil
 }
+
+// NamedArgs returns args: the driver binds sql.NamedArg values to @name
+// parameters itself.
+func (d *DB) NamedArgs(args []any) []any { return args }
 
 // Retryable reports whether err is the database being busy or locked by
 // another connection past the busy timeout.

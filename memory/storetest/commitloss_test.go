@@ -159,7 +159,7 @@ func (p *cutProxy) serve(client net.Conn) {
 			hold()
 			return
 		}
-		if !startup && head[0] == 'Q' && strings.HasPrefix(string(body), "BEGIN; SELECT pg_advisory_xact_lock") && p.peek() == "midway" {
+		if !startup && head[0] == 'Q' && strings.Contains(string(body), "pg_advisory_xact_lock(") && p.peek() == "midway" {
 			p.take()
 			midway = true
 		}

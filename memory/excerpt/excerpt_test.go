@@ -1,4 +1,4 @@
-package memory
+package excerpt
 
 import (
 	"math/rand/v2"
@@ -28,12 +28,12 @@ func TestExcerptOfStartIsTheWholeOnes(t *testing.T) {
 		for _, t := range terms {
 			words[t] = t
 		}
-		whole, _ := excerpt(text, false, terms, words)
+		whole, _ := Of(text, false, terms, words)
 		n := r.IntN(len(text) + 1)
 		for n > 0 && n < len(text) && !utf8.RuneStart(text[n]) {
 			n--
 		}
-		got, ok := excerpt(text[:n], n < len(text), terms, words)
+		got, ok := Of(text[:n], n < len(text), terms, words)
 		if !ok {
 			continue
 		}
@@ -44,5 +44,28 @@ func TestExcerptOfStartIsTheWholeOnes(t *testing.T) {
 	}
 	if checked < 1000 {
 		t.Fatalf("only %d excerpts of a start were taken for the whole's", checked)
+	}
+}
+
+// TestIndexFoldASCII holds the excerpt's search for ASCII words to a search
+// in a lower-cased copy of the body, on many random texts and words.
+func TestIndexFoldASCII(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := "aAbBtTiI -\\n"
+	for n := 0; n < 20000; n++ {
+		s := make([]byte, rng.IntN(40))
+		for i := range s {
+			s[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		p := make([]byte, 1+rng.IntN(4))
+		for i := range p {
+			p[i] = "abti -"[rng.IntN(6)]
+		}
+		if got, want := indexFoldASCII(string(s), string(p)), strings.Index(strings.ToLower(string(s)), string(p)); got != want {
+			t.Fatalf("indexFoldASCII(%q, %q) = %d, want %d", s, p, got, want)
+		}
+	}
+	if got := indexFoldASCII("abc", ""); got != 0 {
+		t.Fatalf("empty probe: %d", got)
 	}
 }
