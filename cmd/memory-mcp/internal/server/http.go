@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/bearer"
@@ -97,6 +100,18 @@ func ServeHTTP(ctx context.Context, a *App, log *slog.Logger, o HTTPOptions) err
 		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
 			stateless.ServeHTTP(w, r)
 			return
+		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+			if err != nil {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			if id, ok := requestWithoutSession(body); ok {
+				noSession(w, id)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		stateful.ServeHTTP(w, r)
 	})
@@ -374,4 +389,37 @@ func (t *team) sessions(id string) int {
 		}
 	}
 	return n
+}
+
+// requestWithoutSession reports whether body, posted without a session by
+// a client of 2025-11-25 or before, is a request other than initialize,
+// and returns its id. The SDK would answer it with error code 0; the
+// transport wants such requests refused with 400 (an Invalid Request).
+// Notifications, batches and anything undecodable go on to the SDK.
+func requestWithoutSession(body []byte) (json.RawMessage, bool) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		return nil, false
+	}
+	if len(msg.ID) == 0 || string(msg.ID) == "null" || msg.Method == "" || msg.Method == "initialize" || msg.Method == "server/discover" {
+		return nil, false
+	}
+	return msg.ID, true
+}
+
+// noSession answers a request that came before initialize.
+func noSession(w http.ResponseWriter, id json.RawMessage) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error": map[string]any{
+			"code":    jsonrpc.CodeInvalidRequest,
+			"message": "no session: send initialize first, or speak MCP 2026-07-28",
+		},
+	})
 }
