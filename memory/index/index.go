@@ -49,6 +49,35 @@ type Params struct {
 	// record holding two rare words of the query in its key outranks the
 	// one holding all three in its body.
 	Coord float64
+
+	// Questions drops the words of a question that ask rather than name
+	// ("what happened", "tell me") when the query opens with a question
+	// word.
+	Questions bool
+	// Fold replaces a query term no document holds by a form of it
+	// without a derivational ending that one does.
+	Fold bool
+	// Pool is how many candidates are ranked by words before the bonuses
+	// below re-rank them, when any is on.
+	Pool int
+	// Near is the bonus, as a multiple of the best score, for a record
+	// whose query terms stand within Window terms of each other in one
+	// field, scaled by the share of the pairs of terms that do.
+	Near   float64
+	Window int
+	// When is the bonus, as a multiple of the best score, for a record
+	// holding a time expression when the query asks "when".
+	When float64
+	// Recency is the bonus, as a multiple of the best score, for the
+	// newest record of a partition, falling to 0 for the oldest.
+	Recency float64
+	// Feedback weighs, as a share of their idf, the up to Expand terms
+	// taken from the best FeedbackDocs records of a first ranking and
+	// added to the query for a second: pseudo-relevance feedback. 0 runs
+	// one ranking.
+	Feedback     float64
+	FeedbackDocs int
+	Expand       int
 }
 
 // DefaultParams are the parameters search uses. Light length
@@ -565,7 +594,19 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	if q.K <= 0 || len(q.Terms) == 0 {
 		return nil
 	}
-	uniq := unique(q.Terms)
+	seq := q.Phrase
+	if seq == nil {
+		seq = q.Terms
+	}
+	terms := q.Terms
+	if prm.Questions && isQuestion(seq) {
+		terms = dropFillers(terms)
+	}
+	var folded map[string]string // by folded term, the query's
+	if prm.Fold {
+		terms, folded = foldAbsent(parts, terms)
+	}
+	uniq := unique(terms)
 	var n float64
 	var lens [NumFields]float64
 	for _, p := range parts {
@@ -610,9 +651,33 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	// them is found next, among the records holding every word; keeping
 	// more than k to look for partial phrases among cost a third of the
 	// time and found nothing more on the labelled sets.
-	h := &topK{k: q.K}
+	when := prm.When > 0 && asksWhen(seq)
+	pool := q.K
+	if prm.Near > 0 || prm.Recency > 0 || when {
+		pool = max(pool, prm.Pool)
+	}
+	h := &topK{k: pool}
 	for pi, p := range parts {
 		s.search(p, pi, uniq, idf, q, h)
+	}
+	if prm.Feedback > 0 && len(h.items) > 0 {
+		if exp := feedback(parts, h.items, uniq, n, prm); len(exp) > 0 {
+			all, weights := slices.Clone(uniq), slices.Clone(idf)
+			for _, t := range exp {
+				var df float64
+				for _, p := range parts {
+					if id, ok := p.dict.lookup(t); ok {
+						df += float64(p.terms[id].df)
+					}
+				}
+				all = append(all, t)
+				weights = append(weights, prm.Feedback*math.Log(1+(n-df+0.5)/(df+0.5)))
+			}
+			h = &topK{k: pool}
+			for pi, p := range parts {
+				s.search(p, pi, all, weights, q, h)
+			}
+		}
 	}
 	cands := h.items
 	phrasal := prm.Phrase > 0 && (len(q.Terms) > 1 || len(q.Phrase) > 1)
@@ -636,14 +701,21 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	for pi, p := range parts {
 		ids[pi] = phraseIDs(p, q)
 	}
+	var top float64
+	for _, c := range cands {
+		top = max(top, c.score)
+	}
+	if pool > q.K {
+		near := make([][]uint32, len(parts))
+		for pi, p := range parts {
+			near[pi] = phraseIDs(p, Query{Phrase: uniq})
+		}
+		s.rerank(parts, cands, near, when, top)
+	}
 	if phrasal {
 		// The bonus is measured against the best score found, so
 		// that a record holding the whole phrase rises above every record
 		// holding the words apart, whatever the idf of the words.
-		var top float64
-		for _, c := range cands {
-			top = max(top, c.score)
-		}
 		for i := range cands {
 			c := &cands[i]
 			share := runShare(parts[c.part], c.doc, ids[c.part], &s.sc)
@@ -685,7 +757,11 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 					set |= 1 << f
 				}
 			}
-			r.Terms = append(r.Terms, uniq[ti])
+			if o, ok := folded[uniq[ti]]; ok {
+				r.Terms = append(r.Terms, o) // the query's own term, for why
+			} else {
+				r.Terms = append(r.Terms, uniq[ti])
+			}
 			r.TermFields = append(r.TermFields, set)
 		}
 		for f := range NumFields {
