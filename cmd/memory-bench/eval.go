@@ -595,11 +595,11 @@ type evalDoc struct {
 type variant struct {
 	name string
 	prm  index.Params
-	// dates indexes each record's date, as its year and month, among its
-	// tags.
-	dates bool
+	// undated leaves the records' dates out of the index.
+	undated bool
 }
 
+// variants are the ranking and each of its parts changed or taken out.
 func variants() []variant {
 	d := index.DefaultParams
 	v := func(name string, change func(p *index.Params)) variant {
@@ -607,61 +607,35 @@ func variants() []variant {
 		change(&p)
 		return variant{name: name, prm: p}
 	}
-	dated := variant{name: "the date as searchable words", prm: d, dates: true}
+	noWhen := d
+	noWhen.When = 0
 	return []variant{
 		{name: "default", prm: d},
 		v("saturation k1=1.2", func(p *index.Params) { p.K1 = 1.2 }),
 		v("saturation k1=0.3", func(p *index.Params) { p.K1 = 0.3 }),
 		v("no coordination of query words", func(p *index.Params) { p.Coord = 0 }),
 		v("coordination 1", func(p *index.Params) { p.Coord = 1 }),
-		v("coordination 2", func(p *index.Params) { p.Coord = 2 }),
 		v("equal field weights", func(p *index.Params) { p.Weights = [index.NumFields]float64{1, 1, 1, 1} }),
 		v("heavier key and description", func(p *index.Params) { p.Weights = [index.NumFields]float64{5, 3, 1, 2} }),
 		v("no phrase bonus", func(p *index.Params) { p.Phrase = 0 }),
 		v("no length normalisation (b=0)", func(p *index.Params) { p.B = [index.NumFields]float64{} }),
 		v("full length normalisation (b=1)", func(p *index.Params) { p.B = [index.NumFields]float64{1, 1, 1, 1} }),
-		v("question fillers dropped", func(p *index.Params) { p.Questions = true }),
-		v("absent terms folded", func(p *index.Params) { p.Fold = true }),
-		v("proximity 0.3 within 8, pool 30", func(p *index.Params) { p.Near, p.Window, p.Pool = 0.3, 8, 30 }),
-		v("proximity 0.1 within 5, pool 30", func(p *index.Params) { p.Near, p.Window, p.Pool = 0.1, 5, 30 }),
-		v("time words for when 0.3, pool 30", func(p *index.Params) { p.When, p.Pool = 0.3, 30 }),
-		v("time words for when 0.1, pool 30", func(p *index.Params) { p.When, p.Pool = 0.1, 30 }),
-		v("recency 0.05, pool 30", func(p *index.Params) { p.Recency, p.Pool = 0.05, 30 }),
-		v("feedback 0.3 from 3 records, 5 terms", func(p *index.Params) { p.Feedback, p.FeedbackDocs, p.Expand = 0.3, 3, 5 }),
-		v("feedback 0.1 from 2 records, 3 terms", func(p *index.Params) { p.Feedback, p.FeedbackDocs, p.Expand = 0.1, 2, 3 }),
-		dated,
-		{name: "time words for when 0.3 and the date, pool 30", prm: func() index.Params {
-			p := d
-			p.When, p.Pool = 0.3, 30
-			return p
-		}(), dates: true},
-		{name: "the above with proximity 0.1 within 5", prm: func() index.Params {
-			p := d
-			p.When, p.Pool, p.Near, p.Window = 0.3, 30, 0.1, 5
-			return p
-		}(), dates: true},
+		{name: "no time words for when", prm: noWhen},
+		{name: "no date words", prm: d, undated: true},
+		{name: "neither", prm: noWhen, undated: true},
 	}
 }
 
-// dateWords are the words a record's date is indexed by: its year and
-// its month's name.
-func dateWords(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return fmt.Sprintf("%d %s", t.Year(), strings.ToLower(t.Month().String()))
-}
-
-func partitionOf(docs []evalDoc, part string, dates bool) (*index.Partition, map[int64]string) {
+func partitionOf(docs []evalDoc, part string, undated bool) (*index.Partition, map[int64]string) {
 	p := index.NewPartition()
 	keys := map[int64]string{}
 	for i, d := range docs {
 		if d.part == part {
-			f := d.fields
-			if dates {
-				f[index.Tags] = strings.TrimSpace(f[index.Tags] + " " + dateWords(d.created))
+			doc := index.Doc{ID: int64(i), Fields: d.fields, Created: d.created}
+			if undated {
+				doc.Created = time.Time{}
 			}
-			p.Put(index.Doc{ID: int64(i), Fields: f})
+			p.Put(doc)
 			keys[int64(i)] = d.key
 		}
 	}
@@ -669,7 +643,7 @@ func partitionOf(docs []evalDoc, part string, dates bool) (*index.Partition, map
 }
 
 func scoreEngine(docs []evalDoc, qs []labelled, part string, v variant) score {
-	p, keys := partitionOf(docs, part, v.dates)
+	p, keys := partitionOf(docs, part, v.undated)
 	var sc score
 	for _, q := range qs {
 		sc.add(engineKeys(p, keys, q.query, v), q.relevant)
@@ -680,7 +654,7 @@ func scoreEngine(docs []evalDoc, qs []labelled, part string, v variant) score {
 func scoreEngineConvs(docs []evalDoc, convs conversationSet, v variant) score {
 	var sc score
 	for _, c := range convs.Conversations {
-		p, keys := partitionOf(docs, c.ID, v.dates)
+		p, keys := partitionOf(docs, c.ID, v.undated)
 		for _, q := range c.Questions {
 			var rel []string
 			for _, e := range q.Evidence {
@@ -702,7 +676,7 @@ func scoreEngineSessions(docs []evalDoc, qs []sessionQuery, v variant) score {
 	for _, q := range qs {
 		b, ok := parts[q.conv]
 		if !ok {
-			b.p, b.keys = partitionOf(docs, q.conv, v.dates)
+			b.p, b.keys = partitionOf(docs, q.conv, v.undated)
 			parts[q.conv] = b
 		}
 		sc.add(engineKeys(b.p, b.keys, q.question, v), q.evidence)
@@ -721,7 +695,7 @@ func scoreEngineKnown(kc knownCorpus, v variant) [3]score {
 			docs = append(docs, evalDoc{"known", r.w.Key, [index.NumFields]string{r.w.Key, r.w.Description, r.w.Body, strings.Join(r.w.Tags, " ")}, at.Add(time.Duration(i) * time.Hour)})
 		}
 	}
-	p, keys := partitionOf(docs, "known", v.dates)
+	p, keys := partitionOf(docs, "known", v.undated)
 	var out [3]score
 	for kind, qs := range kc.queries {
 		for _, q := range qs {

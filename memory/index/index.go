@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Field is one searchable part of a document.
@@ -50,34 +51,12 @@ type Params struct {
 	// one holding all three in its body.
 	Coord float64
 
-	// Questions drops the words of a question that ask rather than name
-	// ("what happened", "tell me") when the query opens with a question
-	// word.
-	Questions bool
-	// Fold replaces a query term no document holds by a form of it
-	// without a derivational ending that one does.
-	Fold bool
-	// Pool is how many candidates are ranked by words before the bonuses
-	// below re-rank them, when any is on.
+	// Pool is how many candidates are ranked by words before the When
+	// bonus re-ranks them, for a query it applies to.
 	Pool int
-	// Near is the bonus, as a multiple of the best score, for a record
-	// whose query terms stand within Window terms of each other in one
-	// field, scaled by the share of the pairs of terms that do.
-	Near   float64
-	Window int
 	// When is the bonus, as a multiple of the best score, for a record
-	// holding a time expression when the query asks "when".
+	// whose text holds a time expression, when the query asks "when".
 	When float64
-	// Recency is the bonus, as a multiple of the best score, for the
-	// newest record of a partition, falling to 0 for the oldest.
-	Recency float64
-	// Feedback weighs, as a share of their idf, the up to Expand terms
-	// taken from the best FeedbackDocs records of a first ranking and
-	// added to the query for a second: pseudo-relevance feedback. 0 runs
-	// one ranking.
-	Feedback     float64
-	FeedbackDocs int
-	Expand       int
 }
 
 // DefaultParams are the parameters search uses. Light length
@@ -91,6 +70,8 @@ var DefaultParams = Params{
 	Phrase:  1.0,
 	Half:    5,
 	Coord:   0.5,
+	When:    0.3,
+	Pool:    30,
 }
 
 // Doc is a document to index.
@@ -101,6 +82,9 @@ type Doc struct {
 	// where the caller keeps what it judges documents by, say, so that it
 	// need not look the id up.
 	Tag uint32
+	// Created, when set, is when the document was written; its year and
+	// month are indexed with its tags (see dateTerms).
+	Created time.Time
 }
 
 type posting struct {
@@ -227,6 +211,9 @@ func (p *Partition) Put(d Doc) {
 	var fields [NumFields][]string
 	for f := range NumFields {
 		fields[f] = Sequence(d.Fields[f])
+	}
+	if !d.Created.IsZero() {
+		fields[Tags] = append(fields[Tags], dateTerms(d.Created)...)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -598,15 +585,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	if seq == nil {
 		seq = q.Terms
 	}
-	terms := q.Terms
-	if prm.Questions && isQuestion(seq) {
-		terms = dropFillers(terms)
-	}
-	var folded map[string]string // by folded term, the query's
-	if prm.Fold {
-		terms, folded = foldAbsent(parts, terms)
-	}
-	uniq := unique(terms)
+	uniq := unique(q.Terms)
 	var n float64
 	var lens [NumFields]float64
 	for _, p := range parts {
@@ -653,31 +632,12 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	// time and found nothing more on the labelled sets.
 	when := prm.When > 0 && asksWhen(seq)
 	pool := q.K
-	if prm.Near > 0 || prm.Recency > 0 || when {
+	if when {
 		pool = max(pool, prm.Pool)
 	}
 	h := &topK{k: pool}
 	for pi, p := range parts {
 		s.search(p, pi, uniq, idf, q, h)
-	}
-	if prm.Feedback > 0 && len(h.items) > 0 {
-		if exp := feedback(parts, h.items, uniq, n, prm); len(exp) > 0 {
-			all, weights := slices.Clone(uniq), slices.Clone(idf)
-			for _, t := range exp {
-				var df float64
-				for _, p := range parts {
-					if id, ok := p.dict.lookup(t); ok {
-						df += float64(p.terms[id].df)
-					}
-				}
-				all = append(all, t)
-				weights = append(weights, prm.Feedback*math.Log(1+(n-df+0.5)/(df+0.5)))
-			}
-			h = &topK{k: pool}
-			for pi, p := range parts {
-				s.search(p, pi, all, weights, q, h)
-			}
-		}
 	}
 	cands := h.items
 	phrasal := prm.Phrase > 0 && (len(q.Terms) > 1 || len(q.Phrase) > 1)
@@ -705,12 +665,13 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	for _, c := range cands {
 		top = max(top, c.score)
 	}
-	if pool > q.K {
-		near := make([][]uint32, len(parts))
-		for pi, p := range parts {
-			near[pi] = phraseIDs(p, Query{Phrase: uniq})
+	if when {
+		// A record saying when is likelier the answer to "when".
+		for i := range cands {
+			if holdsTime(parts[cands[i].part], cands[i].doc) {
+				cands[i].score += prm.When * top
+			}
 		}
-		s.rerank(parts, cands, near, when, top)
 	}
 	if phrasal {
 		// The bonus is measured against the best score found, so
@@ -757,11 +718,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 					set |= 1 << f
 				}
 			}
-			if o, ok := folded[uniq[ti]]; ok {
-				r.Terms = append(r.Terms, o) // the query's own term, for why
-			} else {
-				r.Terms = append(r.Terms, uniq[ti])
-			}
+			r.Terms = append(r.Terms, uniq[ti])
 			r.TermFields = append(r.TermFields, set)
 		}
 		for f := range NumFields {
