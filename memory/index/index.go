@@ -69,7 +69,7 @@ var DefaultParams = Params{
 	K1:      0.6,
 	Phrase:  1.0,
 	Half:    5,
-	Coord:   0.5,
+	Coord:   1,
 	When:    0.3,
 	Pool:    30,
 }

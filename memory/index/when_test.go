@@ -1,7 +1,9 @@
 package index
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,5 +55,27 @@ func TestDateTerms(t *testing.T) {
 	}
 	if got := Search([]*Partition{p}, Query{Terms: Analyze("2024"), K: 3}, DefaultParams); !slices.Equal(ids(got), []int64{2, 1}) {
 		t.Errorf("by the year: %v, want the two dated records, newer first", ids(got))
+	}
+}
+
+// TestAllWordsOutrankRepeats checks that coordination at full strength
+// ranks the record holding every word of a question above one repeating
+// two of them in a heavier field, which a square root of the share left
+// above it.
+func TestAllWordsOutrankRepeats(t *testing.T) {
+	p := NewPartition()
+	for i := range 50 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("n%d", i), "", "notes on the cellist and the rota"}})
+	}
+	p.Put(Doc{ID: 100, Fields: [NumFields]string{"", strings.Repeat("hiro cello ", 5), ""}})
+	p.Put(Doc{ID: 101, Fields: [NumFields]string{"", "", "Hiro: I am back on the cello after years, rehearsing" + strings.Repeat(" again", 10) + " with the orchestra."}})
+	q := "hiro cello orchestra"
+	if got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 2}, DefaultParams); len(got) == 0 || got[0].ID != 101 {
+		t.Errorf("top %v, want 101 first", ids(got))
+	}
+	prm := DefaultParams
+	prm.Coord = 0.5
+	if got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 2}, prm); len(got) > 0 && got[0].ID == 101 {
+		t.Errorf("with coordination 0.5 101 ranks first too: the test does not test it")
 	}
 }
