@@ -51,11 +51,9 @@ type Params struct {
 	// one holding all three in its body.
 	Coord float64
 
-	// Pool is how many candidates are ranked by words before the When
-	// bonus re-ranks them, for a query it applies to.
-	Pool int
 	// When is the bonus, as a multiple of the best score, for a record
-	// whose text holds a time expression, when the query asks "when".
+	// among the top k whose text holds a time expression, when the query
+	// asks "when".
 	When float64
 }
 
@@ -71,7 +69,6 @@ var DefaultParams = Params{
 	Half:    5,
 	Coord:   1,
 	When:    0.3,
-	Pool:    30,
 }
 
 // Doc is a document to index.
@@ -630,12 +627,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	// them is found next, among the records holding every word; keeping
 	// more than k to look for partial phrases among cost a third of the
 	// time and found nothing more on the labelled sets.
-	when := prm.When > 0 && asksWhen(seq)
-	pool := q.K
-	if when {
-		pool = max(pool, prm.Pool)
-	}
-	h := &topK{k: pool}
+	h := &topK{k: q.K}
 	for pi, p := range parts {
 		s.search(p, pi, uniq, idf, q, h)
 	}
@@ -665,7 +657,7 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	for _, c := range cands {
 		top = max(top, c.score)
 	}
-	if when {
+	if prm.When > 0 && asksWhen(seq) {
 		// A record saying when is likelier the answer to "when".
 		for i := range cands {
 			if holdsTime(parts[cands[i].part], cands[i].doc) {

@@ -30,8 +30,8 @@ func init() {
 
 // timeTerm reports whether term t says when: a time word, or a number as
 // in "the 22nd" or "2024".
-func timeTerm(t string) bool {
-	return timeWords[t] || len(t) > 0 && t[0] >= '0' && t[0] <= '9'
+func timeTerm(t []byte) bool {
+	return len(t) > 0 && t[0] >= '0' && t[0] <= '9' || timeWords[string(t)]
 }
 
 // holdsTime reports whether the text of document n of p, its description
@@ -42,7 +42,7 @@ func holdsTime(p *Partition, n uint32) bool {
 	for _, f := range []Field{Description, Body} {
 		buf = p.field(n, f, buf[:0])
 		for _, t := range buf {
-			if !p.stop[t] && timeTerm(p.dict.at(t)) {
+			if !p.stop[t] && timeTerm(p.dict.bytes(t)) {
 				return true
 			}
 		}
