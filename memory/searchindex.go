@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"prom.codes/memory-mcp/memory/index"
 )
@@ -207,7 +208,7 @@ func (x *searchIndex) catchUp(ctx context.Context, db *sql.DB, keys []string) ([
 // to last was committed before this read began, so all of them are seen.
 func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int64) error {
 	rows, err := db.QueryContext(ctx, `SELECT c.seq, c.rid, r.rowid, r.scope, r.type, r.key, r.description, r.body, r.tags,
-		r.updated_at, r.expires_at FROM changes c LEFT JOIN records r ON r.rowid = c.rid AND r.project = c.project
+		r.updated_at, r.expires_at, r.created_at FROM changes c LEFT JOIN records r ON r.rowid = c.rid AND r.project = c.project
 		WHERE c.project = $1 AND c.seq > $2 ORDER BY c.seq`, k, b.seq)
 	if err != nil {
 		return fmt.Errorf("read changes: %w", err)
@@ -216,9 +217,9 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 	applied := 0
 	for rows.Next() {
 		var seq, rid int64
-		var rowid, sc, updated, expires sql.NullInt64
+		var rowid, sc, updated, expires, created sql.NullInt64
 		var typ, key, desc, body, tags sql.NullString
-		if err := rows.Scan(&seq, &rid, &rowid, &sc, &typ, &key, &desc, &body, &tags, &updated, &expires); err != nil {
+		if err := rows.Scan(&seq, &rid, &rowid, &sc, &typ, &key, &desc, &body, &tags, &updated, &expires, &created); err != nil {
 			return fmt.Errorf("read changes: %w", err)
 		}
 		b.seq = max(b.seq, seq)
@@ -244,7 +245,7 @@ func (b *bucketIndex) apply(ctx context.Context, db *sql.DB, k string, last int6
 		}
 		b.part.Put(index.Doc{ID: rid, Tag: b.add(m, key.String), Fields: [index.NumFields]string{
 			key.String, desc.String, body.String, strings.Join(tagList, " "),
-		}})
+		}, Created: time.Unix(0, created.Int64).UTC()})
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read changes: %w", err)

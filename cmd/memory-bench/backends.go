@@ -121,7 +121,7 @@ func (b backend) env(dbPath string) string {
 	return "PROMETHEUS_MEMORY_DB_PATH=" + dbPath
 }
 
-// target is what memory.Open opens for this backend.
+// target is what openStore opens for this backend.
 func (b backend) target(dbPath string) string {
 	if b.name == "postgres" {
 		return b.url

@@ -67,6 +67,93 @@ func readJSON(path string, v any) error {
 
 func turnKey(i int) string { return fmt.Sprintf("turn-%03d", i) }
 
+// sessionSet is the harder conversational set: two speakers over dated
+// sessions, and questions by kind whose words mostly differ from those of
+// their evidence turns.
+type sessionSet struct {
+	Conversations []struct {
+		ID       string
+		Speakers []string
+		Sessions []struct {
+			Date  time.Time
+			Turns []string
+		}
+		Questions []struct {
+			Kind, Question string
+			Evidence       [][2]int // session, turn
+		}
+	}
+}
+
+// sessionKey names turn t of session s.
+func sessionKey(s, t int) string { return fmt.Sprintf("s%d-t%02d", s, t) }
+
+// sessionTurn is one turn of a sessionSet as a record.
+type sessionTurn struct {
+	conv, key, text string
+	created         time.Time
+}
+
+// sessionQuery is one question of a sessionSet.
+type sessionQuery struct {
+	conv, kind, question string
+	evidence             []string // keys
+}
+
+// loadSessions reads a sessionSet and flattens it into turns, each
+// created a minute after the one before within its session, and
+// questions.
+func loadSessions(path string) ([]sessionTurn, []sessionQuery, error) {
+	var set sessionSet
+	if err := readJSON(path, &set); err != nil {
+		return nil, nil, err
+	}
+	var turns []sessionTurn
+	var qs []sessionQuery
+	for _, c := range set.Conversations {
+		for si, s := range c.Sessions {
+			for ti, t := range s.Turns {
+				turns = append(turns, sessionTurn{c.ID, sessionKey(si, ti), t, s.Date.Add(time.Duration(ti) * time.Minute)})
+			}
+		}
+		for _, q := range c.Questions {
+			sq := sessionQuery{conv: c.ID, kind: q.Kind, question: q.Question}
+			for _, e := range q.Evidence {
+				if e[0] >= len(c.Sessions) || e[1] >= len(c.Sessions[e[0]].Turns) {
+					return nil, nil, fmt.Errorf("%s: %s: question %q: no turn %v", path, c.ID, q.Question, e)
+				}
+				sq.evidence = append(sq.evidence, sessionKey(e[0], e[1]))
+			}
+			qs = append(qs, sq)
+		}
+	}
+	return turns, qs, nil
+}
+
+// reachable is the share of a question's evidence turns holding any of
+// its searchable words: the most any ranking by the words alone could
+// find, however deep it looked. The question-difficulty ceiling of the
+// set, as maxHolders is of the known items.
+func reachable(turns []sessionTurn, q sessionQuery) float64 {
+	qt := memory.Terms(q.question)
+	n := 0
+	for _, t := range turns {
+		if t.conv != q.conv || !slices.Contains(q.evidence, t.key) {
+			continue
+		}
+		for _, w := range memory.Terms(t.text) {
+			if slices.Contains(qt, w) {
+				n++
+				break
+			}
+		}
+	}
+	return float64(n) / float64(len(q.evidence))
+}
+
+// sessionKinds are the kinds of question in the order they are reported.
+var sessionKinds = []string{"paraphrase", "two-turn", "when", "person"}
+
 func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	tmp, err := os.MkdirTemp("", "memory-eval-")
 	if err != nil {
@@ -81,7 +168,18 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	if err := readJSON(filepath.Join(cfg.evalDir, "conversations.json"), &convs); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, filepath.Join(tmp, "labelled.db"), nil)
+	turns, sessQs, err := loadSessions(filepath.Join(cfg.evalDir, "conversations", "sessions.json"))
+	if err != nil {
+		return err
+	}
+	// The clock gives each turn its session's date as created_at.
+	var clock time.Time
+	st, err := openStore(ctx, filepath.Join(tmp, "labelled.db"), &memory.Options{Now: func() time.Time {
+		if clock.IsZero() {
+			return time.Now()
+		}
+		return clock
+	}})
 	if err != nil {
 		return err
 	}
@@ -94,7 +192,7 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		if _, _, err := st.Put(ctx, factsProject, w); err != nil {
 			return fmt.Errorf("eval memory %s: %w", m.Key, err)
 		}
-		docs = append(docs, evalDoc{"facts", m.Key, [index.NumFields]string{m.Key, m.Description, m.Body, strings.Join(m.Tags, " ")}})
+		docs = append(docs, evalDoc{"facts", m.Key, [index.NumFields]string{m.Key, m.Description, m.Body, strings.Join(m.Tags, " ")}, time.Time{}})
 	}
 	for _, q := range facts.Queries {
 		factQs = append(factQs, labelled{factsProject, q.Query, q.Relevant})
@@ -107,7 +205,7 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			if _, _, err := st.Put(ctx, p, w); err != nil {
 				return fmt.Errorf("eval conversation %s turn %d: %w", c.ID, i, err)
 			}
-			docs = append(docs, evalDoc{c.ID, turnKey(i), [index.NumFields]string{turnKey(i), "", turn, ""}})
+			docs = append(docs, evalDoc{c.ID, turnKey(i), [index.NumFields]string{turnKey(i), "", turn, ""}, time.Time{}})
 		}
 		for _, q := range c.Questions {
 			var keys []string
@@ -117,82 +215,150 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			convQs = append(convQs, labelled{p, q.Question, keys})
 		}
 	}
-	fmt.Fprintf(stdout, "### Search quality\n\nLabelled sets from %s: %d memories with %d queries; %d conversations (a turn per memory) with %d questions. Recall@5 is the mean share of a query's answers in its top 5; MRR the mean of 1/rank of its first answer (0 past 10).\n\n",
-		cfg.evalDir, len(facts.Memories), len(factQs), len(convs.Conversations), len(convQs))
-	fmt.Fprintln(stdout, "| set | queries | recall@5 | MRR |")
-	fmt.Fprintln(stdout, "|---|--:|--:|--:|")
+	var sessDocs []evalDoc
+	for _, t := range turns {
+		clock = t.created
+		p := memory.Project{ID: scope.IdentityOf("/eval/sessions/" + t.conv)}
+		if _, _, err := st.Put(ctx, p, memory.Write{Type: memory.Semantic, Key: t.key, Body: t.text}); err != nil {
+			return fmt.Errorf("eval session %s %s: %w", t.conv, t.key, err)
+		}
+		sessDocs = append(sessDocs, evalDoc{t.conv, t.key, [index.NumFields]string{t.key, "", t.text, ""}, t.created})
+	}
+	clock = time.Time{}
+	byKind := map[string][]labelled{}
+	ceiling := map[string]float64{}
+	var allSess []labelled
+	for _, q := range sessQs {
+		l := labelled{memory.Project{ID: scope.IdentityOf("/eval/sessions/" + q.conv)}, q.question, q.evidence}
+		byKind[q.kind] = append(byKind[q.kind], l)
+		allSess = append(allSess, l)
+		ceiling[q.kind] += reachable(turns, q)
+		ceiling[""] += reachable(turns, q)
+	}
+
+	fmt.Fprintf(stdout, "### Search quality\n\nLabelled sets from %s: %d memories with %d queries; %d conversations (a turn per memory) with %d questions; and the harder set of dated sessions, %d turns with %d questions. Recall@k is the mean share of a query's answers in its top k; MRR the mean of 1/rank of its first answer (0 past 10).\n\n",
+		cfg.evalDir, len(facts.Memories), len(factQs), len(convs.Conversations), len(convQs), len(turns), len(sessQs))
+	fmt.Fprintln(stdout, "| set | queries | recall@5 | recall@10 | MRR |")
+	fmt.Fprintln(stdout, "|---|--:|--:|--:|--:|")
 	for _, set := range []struct {
 		name string
 		qs   []labelled
-	}{{"facts", factQs}, {"conversations", convQs}} {
-		r5, mrr, err := scoreStore(ctx, st, set.qs, stderr)
+	}{{"facts", factQs}, {"conversations", convQs}, {"sessions", allSess}} {
+		sc, err := scoreStore(ctx, st, set.qs, stderr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "| %s | %d | %.3f | %.3f |\n", set.name, len(set.qs), r5, mrr)
+		fmt.Fprintf(stdout, "| %s | %d | %.3f | %.3f | %.3f |\n", set.name, len(set.qs), sc.r5, sc.r10, sc.mrr)
+	}
+
+	fmt.Fprintln(stdout, "\nThe dated sessions by kind of question. The ceiling is the mean share of a question's evidence turns that hold any of its searchable words: what no ranking of words alone can pass.")
+	fmt.Fprintln(stdout, "\n| kind | questions | ceiling | recall@5 | recall@10 | MRR |")
+	fmt.Fprintln(stdout, "|---|--:|--:|--:|--:|--:|")
+	for _, k := range append(slices.Clone(sessionKinds), "") {
+		qs, name := byKind[k], k
+		if k == "" {
+			qs, name = allSess, "all"
+		}
+		sc, err := scoreStore(ctx, st, qs, stderr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "| %s | %d | %.3f | %.3f | %.3f | %.3f |\n", name, len(qs), ceiling[k]/float64(len(qs)), sc.r5, sc.r10, sc.mrr)
 	}
 
 	fmt.Fprintf(stdout, "\nKnown items of the generated corpus: %d records per size searched for by %d of their words that together name the record, at most %d visible records holding all of them (keywords), or by %d consecutive words of their body (phrase); recall@5 is the share found in the top 5. Any %d words is the keyword query before that condition, which at 20,000 records often names hundreds of records; it is shown for comparison, not as a target.\n\n",
 		knownItems, keywordLen, maxHolders, phraseLen, keywordLen)
 	fmt.Fprintln(stdout, "| records | keywords recall@5 | phrase recall@5 | keywords MRR | phrase MRR | any 3 words recall@5 | keyword draws replaced |")
 	fmt.Fprintln(stdout, "|--:|--:|--:|--:|--:|--:|--:|")
+	var known []knownCorpus
 	for _, n := range cfg.evalSizes {
-		ki, err := knownItemEval(ctx, tmp, cfg.seed, n, stderr)
+		kc := makeKnown(cfg.seed, n)
+		known = append(known, kc)
+		ki, err := knownItemEval(ctx, tmp, kc, stderr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %d |\n", thousands(n), ki.kinds[named].recall, ki.kinds[phrased].recall,
-			ki.kinds[named].mrr, ki.kinds[phrased].mrr, ki.kinds[anyWords].recall, ki.redrawn)
+		fmt.Fprintf(stdout, "| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %d |\n", thousands(n), ki.kinds[named].r5, ki.kinds[phrased].r5,
+			ki.kinds[named].mrr, ki.kinds[phrased].mrr, ki.kinds[anyWords].r5, ki.redrawn)
 	}
 
-	fmt.Fprintln(stdout, "\nRanking variants on the engine alone (labelled sets; recall@5 / MRR):")
-	fmt.Fprintln(stdout, "\n| variant | facts | conversations |")
-	fmt.Fprintln(stdout, "|---|--:|--:|")
+	fmt.Fprintln(stdout, "\nRanking variants on the engine alone (recall@5 / MRR; sessions also recall@10; known items by keywords and by phrase at each size):")
+	head := "\n| variant | facts | conversations | sessions R@5 / R@10 / MRR |"
+	rule := "|---|--:|--:|--:|"
+	for _, n := range cfg.evalSizes {
+		head += fmt.Sprintf(" keywords %s | phrase %s |", thousands(n), thousands(n))
+		rule += "--:|--:|"
+	}
+	fmt.Fprintln(stdout, head)
+	fmt.Fprintln(stdout, rule)
 	for _, v := range variants() {
-		f5, fm := scoreEngine(docs, factQs, "facts", v)
-		c5, cm := scoreEngineConvs(docs, convs, v)
-		fmt.Fprintf(stdout, "| %s | %.3f / %.3f | %.3f / %.3f |\n", v.name, f5, fm, c5, cm)
+		f := scoreEngine(docs, factQs, "facts", v)
+		c := scoreEngineConvs(docs, convs, v)
+		s := scoreEngineSessions(sessDocs, sessQs, v)
+		line := fmt.Sprintf("| %s | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f / %.3f |", v.name, f.r5, f.mrr, c.r5, c.mrr, s.r5, s.r10, s.mrr)
+		for _, kc := range known {
+			k := scoreEngineKnown(kc, v)
+			line += fmt.Sprintf(" %.3f | %.3f |", k[named].r5, k[phrased].r5)
+		}
+		fmt.Fprintln(stdout, line)
 	}
 	return nil
 }
 
-// scoreStore runs qs through Store.Search and returns mean recall@5 and MRR.
-func scoreStore(ctx context.Context, st *memory.Store, qs []labelled, stderr io.Writer) (float64, float64, error) {
-	var r5, mrr float64
+// score sums the judgements of ranked lists.
+type score struct {
+	r5, r10, mrr float64
+	n            int
+}
+
+// add judges one ranked list of keys against the relevant ones and
+// returns its recall@5.
+func (s *score) add(keys, relevant []string) float64 {
+	var found5, found10 int
+	rr := 0.0
+	for i, k := range keys[:min(10, len(keys))] {
+		if !slices.Contains(relevant, k) {
+			continue
+		}
+		if rr == 0 {
+			rr = 1 / float64(i+1)
+		}
+		found10++
+		if i < 5 {
+			found5++
+		}
+	}
+	r5 := float64(found5) / float64(len(relevant))
+	s.r5 += r5
+	s.r10 += float64(found10) / float64(len(relevant))
+	s.mrr += rr
+	s.n++
+	return r5
+}
+
+// mean is the mean of the judgements so far.
+func (s score) mean() score {
+	n := float64(max(s.n, 1))
+	return score{s.r5 / n, s.r10 / n, s.mrr / n, s.n}
+}
+
+// scoreStore runs qs through Store.Search and returns the mean scores.
+func scoreStore(ctx context.Context, st *memory.Store, qs []labelled, stderr io.Writer) (score, error) {
+	var sc score
 	for _, q := range qs {
 		hits, err := st.Search(ctx, q.project.ID, memory.SearchOptions{Query: q.query, Limit: 10})
 		if err != nil {
-			return 0, 0, fmt.Errorf("eval query %q: %w", q.query, err)
+			return sc, fmt.Errorf("eval query %q: %w", q.query, err)
 		}
 		keys := make([]string, len(hits))
 		for i, h := range hits {
 			keys[i] = h.Record.Key
 		}
-		a, b := judge(keys, q.relevant)
-		if a < 1 && os.Getenv("MEMORY_EVAL_VERBOSE") != "" {
+		if sc.add(keys, q.relevant) < 1 && os.Getenv("MEMORY_EVAL_VERBOSE") != "" {
 			fmt.Fprintf(stderr, "miss: %q want %v got %v\n", q.query, q.relevant, keys[:min(5, len(keys))])
 		}
-		r5 += a
-		mrr += b
 	}
-	return r5 / float64(len(qs)), mrr / float64(len(qs)), nil
-}
-
-// judge scores one ranked list of keys against the relevant ones.
-func judge(keys, relevant []string) (recall5, rr float64) {
-	found := 0
-	for _, k := range keys[:min(5, len(keys))] {
-		if slices.Contains(relevant, k) {
-			found++
-		}
-	}
-	for i, k := range keys[:min(10, len(keys))] {
-		if slices.Contains(relevant, k) {
-			rr = 1 / float64(i+1)
-			break
-		}
-	}
-	return float64(found) / float64(len(relevant)), rr
+	return sc.mean(), nil
 }
 
 const (
@@ -208,8 +374,6 @@ const (
 	maxRedraws = 20
 )
 
-type knownResult struct{ recall, mrr float64 }
-
 // The kinds of known-item query.
 const (
 	named    = iota // keywords that name the record
@@ -218,12 +382,30 @@ const (
 )
 
 type knownSet struct {
-	kinds   [3]knownResult
+	kinds   [3]score
 	redrawn int // keyword draws replaced because they named too many records
 }
 
-// knownItemEval seeds n generated records and searches for known ones by
-// keywords, by an exact phrase, and by any keywords.
+// knownRec is one generated record of the known-item evaluation.
+type knownRec struct {
+	other bool // another workspace's, never visible to the queries
+	lvl   scope.Level
+	typ   memory.Type
+	w     memory.Write
+}
+
+// knownQuery is a known-item query and the key of the record it seeks.
+type knownQuery struct{ text, key string }
+
+// knownCorpus is the generated corpus of one size and its queries by kind.
+type knownCorpus struct {
+	recs    []knownRec
+	queries [3][]knownQuery
+	redrawn int // keyword draws replaced because they named too many records
+}
+
+// makeKnown generates n records and the known-item queries asked of them:
+// by keywords, by an exact phrase, and by any keywords.
 //
 // Keywords are drawn at random from the record's body, as a person might
 // recall them, but a person who remembers a record by three words
@@ -234,32 +416,17 @@ type knownSet struct {
 // a corpus whose common words each sit in a third of the records, half of
 // the draws at 20,000 records are words hundreds of records share, and no
 // ranking can tell which of those records was meant.
-func knownItemEval(ctx context.Context, tmp string, seed int64, n int, stderr io.Writer) (knownSet, error) {
-	var out knownSet
-	root := filepath.Join(tmp, fmt.Sprintf("known-%d", n))
-	st, err := openStore(ctx, filepath.Join(root, "memory.db"), nil)
-	if err != nil {
-		return out, err
-	}
-	defer st.Close()
-	this := memory.Project{ID: scope.IdentityOf(root)}
-	other := memory.Project{ID: scope.IdentityOf(root + "-other")}
+func makeKnown(seed int64, n int) knownCorpus {
+	var out knownCorpus
 	c := newRecords(seed, 0)
 	type target struct{ key, text string }
 	var targets []target
 	r := rand.New(rand.NewSource(seed + 11))
-	start := time.Now()
 	var held holders
 	for i := range n {
 		isOther, lvl, t, key := c.name(i)
-		p := this
-		if isOther {
-			p = other
-		}
 		w := memory.Write{Scope: lvl, Type: t, Key: key, Description: c.Description(), Body: c.body(t), Tags: c.Tags()}
-		if _, _, err := st.Put(ctx, p, w); err != nil {
-			return out, fmt.Errorf("seed record %d: %w", i, err)
-		}
+		out.recs = append(out.recs, knownRec{isOther, lvl, t, w})
 		if !isOther {
 			held.add(strings.ReplaceAll(key, "-", " "), w.Description, w.Body, strings.Join(w.Tags, " "))
 			if r.Intn(n) < 2*knownItems {
@@ -267,10 +434,8 @@ func knownItemEval(ctx context.Context, tmp string, seed int64, n int, stderr io
 			}
 		}
 	}
-	fmt.Fprintf(stderr, "memory-bench: seeded %d records for the known-item evaluation in %v\n", n, time.Since(start).Round(time.Millisecond))
 	r.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
 	targets = targets[:min(knownItems, len(targets))]
-	var asked [3]int
 	for _, tg := range targets {
 		var qs [3]string
 		qs[anyWords] = keywords(r, tg.text)
@@ -288,26 +453,51 @@ func knownItemEval(ctx context.Context, tmp string, seed int64, n int, stderr io
 			if len(memory.Terms(q)) == 0 {
 				continue // nothing to search for, as in "of the and"
 			}
-			asked[kind]++
-			hits, err := st.Search(ctx, this.ID, memory.SearchOptions{Query: q, Limit: 10})
+			out.queries[kind] = append(out.queries[kind], knownQuery{q, tg.key})
+		}
+	}
+	return out
+}
+
+// knownItemEval seeds the records of kc into a store and searches for
+// the known ones through it.
+func knownItemEval(ctx context.Context, tmp string, kc knownCorpus, stderr io.Writer) (knownSet, error) {
+	out := knownSet{redrawn: kc.redrawn}
+	root := filepath.Join(tmp, fmt.Sprintf("known-%d", len(kc.recs)))
+	st, err := openStore(ctx, filepath.Join(root, "memory.db"), nil)
+	if err != nil {
+		return out, err
+	}
+	defer st.Close()
+	this := memory.Project{ID: scope.IdentityOf(root)}
+	other := memory.Project{ID: scope.IdentityOf(root + "-other")}
+	start := time.Now()
+	for i, rec := range kc.recs {
+		p := this
+		if rec.other {
+			p = other
+		}
+		if _, _, err := st.Put(ctx, p, rec.w); err != nil {
+			return out, fmt.Errorf("seed record %d: %w", i, err)
+		}
+	}
+	fmt.Fprintf(stderr, "memory-bench: seeded %d records for the known-item evaluation in %v\n", len(kc.recs), time.Since(start).Round(time.Millisecond))
+	for kind, qs := range kc.queries {
+		var sc score
+		for _, q := range qs {
+			hits, err := st.Search(ctx, this.ID, memory.SearchOptions{Query: q.text, Limit: 10})
 			if err != nil {
-				return out, fmt.Errorf("known-item query %q: %w", q, err)
+				return out, fmt.Errorf("known-item query %q: %w", q.text, err)
 			}
 			keys := make([]string, len(hits))
 			for i, h := range hits {
 				keys[i] = h.Record.Key
 			}
-			a, b := judge(keys, []string{tg.key})
-			if a < 1 && os.Getenv("MEMORY_EVAL_VERBOSE") != "" {
-				fmt.Fprintf(stderr, "miss (kind %d): %q want %s got %v\n", kind, q, tg.key, keys[:min(5, len(keys))])
+			if sc.add(keys, []string{q.key}) < 1 && os.Getenv("MEMORY_EVAL_VERBOSE") != "" {
+				fmt.Fprintf(stderr, "miss (kind %d): %q want %s got %v\n", kind, q.text, q.key, keys[:min(5, len(keys))])
 			}
-			out.kinds[kind].recall += a
-			out.kinds[kind].mrr += b
 		}
-	}
-	for k := range out.kinds {
-		out.kinds[k].recall /= float64(max(asked[k], 1))
-		out.kinds[k].mrr /= float64(max(asked[k], 1))
+		out.kinds[kind] = sc.mean()
 	}
 	return out, nil
 }
@@ -399,78 +589,122 @@ func isNumber(s string) bool { return strings.Trim(s, "0123456789") == "" }
 type evalDoc struct {
 	part, key string
 	fields    [index.NumFields]string
+	created   time.Time // zero when the set has no dates
 }
 
 type variant struct {
 	name string
 	prm  index.Params
+	// undated leaves the records' dates out of the index.
+	undated bool
 }
 
+// variants are the ranking and each of its parts changed or taken out.
 func variants() []variant {
 	d := index.DefaultParams
-	flat := d
-	flat.Weights = [index.NumFields]float64{1, 1, 1, 1}
-	noPhrase := d
-	noPhrase.Phrase = 0
-	noNorm := d
-	noNorm.B = [index.NumFields]float64{}
-	fullNorm := d
-	fullNorm.B = [index.NumFields]float64{1, 1, 1, 1}
-	heavyKey := d
-	heavyKey.Weights = [index.NumFields]float64{5, 3, 1, 2}
-	noCoord := d
-	noCoord.Coord = 0
+	v := func(name string, change func(p *index.Params)) variant {
+		p := d
+		change(&p)
+		return variant{name: name, prm: p}
+	}
+	noWhen := d
+	noWhen.When = 0
 	return []variant{
-		{"default", d},
-		{"equal field weights", flat},
-		{"heavier key and description", heavyKey},
-		{"no phrase bonus", noPhrase},
-		{"no coordination of query words", noCoord},
-		{"no length normalisation (b=0)", noNorm},
-		{"full length normalisation (b=1)", fullNorm},
+		{name: "default", prm: d},
+		v("saturation k1=1.2", func(p *index.Params) { p.K1 = 1.2 }),
+		v("saturation k1=0.3", func(p *index.Params) { p.K1 = 0.3 }),
+		v("no coordination of query words", func(p *index.Params) { p.Coord = 0 }),
+		v("coordination 0.5", func(p *index.Params) { p.Coord = 0.5 }),
+		v("coordination 2", func(p *index.Params) { p.Coord = 2 }),
+		v("equal field weights", func(p *index.Params) { p.Weights = [index.NumFields]float64{1, 1, 1, 1} }),
+		v("heavier key and description", func(p *index.Params) { p.Weights = [index.NumFields]float64{5, 3, 1, 2} }),
+		v("no phrase bonus", func(p *index.Params) { p.Phrase = 0 }),
+		v("no length normalisation (b=0)", func(p *index.Params) { p.B = [index.NumFields]float64{} }),
+		v("full length normalisation (b=1)", func(p *index.Params) { p.B = [index.NumFields]float64{1, 1, 1, 1} }),
+		{name: "no time words for when", prm: noWhen},
+		{name: "no date words", prm: d, undated: true},
+		{name: "neither", prm: noWhen, undated: true},
 	}
 }
 
-func partitionOf(docs []evalDoc, part string) (*index.Partition, map[int64]string) {
+func partitionOf(docs []evalDoc, part string, undated bool) (*index.Partition, map[int64]string) {
 	p := index.NewPartition()
 	keys := map[int64]string{}
 	for i, d := range docs {
 		if d.part == part {
-			p.Put(index.Doc{ID: int64(i), Fields: d.fields})
+			doc := index.Doc{ID: int64(i), Fields: d.fields, Created: d.created}
+			if undated {
+				doc.Created = time.Time{}
+			}
+			p.Put(doc)
 			keys[int64(i)] = d.key
 		}
 	}
 	return p, keys
 }
 
-func scoreEngine(docs []evalDoc, qs []labelled, part string, v variant) (float64, float64) {
-	p, keys := partitionOf(docs, part)
-	var r5, mrr float64
+func scoreEngine(docs []evalDoc, qs []labelled, part string, v variant) score {
+	p, keys := partitionOf(docs, part, v.undated)
+	var sc score
 	for _, q := range qs {
-		a, b := judge(engineKeys(p, keys, q.query, v), q.relevant)
-		r5 += a
-		mrr += b
+		sc.add(engineKeys(p, keys, q.query, v), q.relevant)
 	}
-	return r5 / float64(len(qs)), mrr / float64(len(qs))
+	return sc.mean()
 }
 
-func scoreEngineConvs(docs []evalDoc, convs conversationSet, v variant) (float64, float64) {
-	var r5, mrr float64
-	n := 0
+func scoreEngineConvs(docs []evalDoc, convs conversationSet, v variant) score {
+	var sc score
 	for _, c := range convs.Conversations {
-		p, keys := partitionOf(docs, c.ID)
+		p, keys := partitionOf(docs, c.ID, v.undated)
 		for _, q := range c.Questions {
 			var rel []string
 			for _, e := range q.Evidence {
 				rel = append(rel, turnKey(e))
 			}
-			a, b := judge(engineKeys(p, keys, q.Question, v), rel)
-			r5 += a
-			mrr += b
-			n++
+			sc.add(engineKeys(p, keys, q.Question, v), rel)
 		}
 	}
-	return r5 / float64(n), mrr / float64(n)
+	return sc.mean()
+}
+
+func scoreEngineSessions(docs []evalDoc, qs []sessionQuery, v variant) score {
+	type built struct {
+		p    *index.Partition
+		keys map[int64]string
+	}
+	parts := map[string]built{}
+	var sc score
+	for _, q := range qs {
+		b, ok := parts[q.conv]
+		if !ok {
+			b.p, b.keys = partitionOf(docs, q.conv, v.undated)
+			parts[q.conv] = b
+		}
+		sc.add(engineKeys(b.p, b.keys, q.question, v), q.evidence)
+	}
+	return sc.mean()
+}
+
+// scoreEngineKnown scores the known-item queries of kc on one partition
+// of the records they may find.
+func scoreEngineKnown(kc knownCorpus, v variant) [3]score {
+	var docs []evalDoc
+	// Dated an hour apart, as if written over the months before.
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, r := range kc.recs {
+		if !r.other {
+			docs = append(docs, evalDoc{"known", r.w.Key, [index.NumFields]string{r.w.Key, r.w.Description, r.w.Body, strings.Join(r.w.Tags, " ")}, at.Add(time.Duration(i) * time.Hour)})
+		}
+	}
+	p, keys := partitionOf(docs, "known", v.undated)
+	var out [3]score
+	for kind, qs := range kc.queries {
+		for _, q := range qs {
+			out[kind].add(engineKeys(p, keys, q.text, v), []string{q.key})
+		}
+		out[kind] = out[kind].mean()
+	}
+	return out
 }
 
 func engineKeys(p *index.Partition, keys map[int64]string, q string, v variant) []string {

@@ -3,6 +3,7 @@ package index
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"prom.codes/memory-mcp/cmd/memory-bench/corpus"
@@ -38,6 +39,26 @@ func BenchmarkSearch(b *testing.B) {
 			qs := make([]Query, 64)
 			for i := range qs {
 				text := c.Query()
+				qs[i] = Query{Terms: Analyze(text), Phrase: Sequence(text), K: 10}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				Search(parts, qs[i%len(qs)], DefaultParams)
+			}
+		})
+	}
+}
+
+// BenchmarkSearchWhen ranks the top 10 for a question asking when, which
+// ranks a larger pool and looks for time words among it.
+func BenchmarkSearchWhen(b *testing.B) {
+	for _, n := range []int{5_000, 20_000} {
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			parts := benchPartitions(n)
+			c := corpus.New(3)
+			qs := make([]Query, 64)
+			for i := range qs {
+				text := "when did we " + strings.TrimPrefix(c.Query(), "how do we ")
 				qs[i] = Query{Terms: Analyze(text), Phrase: Sequence(text), K: 10}
 			}
 			b.ResetTimer()

@@ -15,12 +15,15 @@ type dict struct {
 
 func newDict() dict { return dict{seed: maphash.MakeSeed()} }
 
-func (d *dict) at(id uint32) string {
+func (d *dict) at(id uint32) string { return string(d.bytes(id)) }
+
+// bytes is term id's text, not to be changed.
+func (d *dict) bytes(id uint32) []byte {
 	start := uint32(0)
 	if id > 0 {
 		start = d.ends[id-1]
 	}
-	return string(d.text[start:d.ends[id]])
+	return d.text[start:d.ends[id]]
 }
 
 // lookup returns t's id.

@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Field is one searchable part of a document.
@@ -49,6 +50,11 @@ type Params struct {
 	// record holding two rare words of the query in its key outranks the
 	// one holding all three in its body.
 	Coord float64
+
+	// When is the bonus, as a multiple of the best score, for a record
+	// among the top k whose text holds a time expression, when the query
+	// asks "when".
+	When float64
 }
 
 // DefaultParams are the parameters search uses. Light length
@@ -61,7 +67,8 @@ var DefaultParams = Params{
 	K1:      0.6,
 	Phrase:  1.0,
 	Half:    5,
-	Coord:   0.5,
+	Coord:   1,
+	When:    0.3,
 }
 
 // Doc is a document to index.
@@ -72,6 +79,9 @@ type Doc struct {
 	// where the caller keeps what it judges documents by, say, so that it
 	// need not look the id up.
 	Tag uint32
+	// Created, when set, is when the document was written; its year and
+	// month are indexed with its tags (see dateTerms).
+	Created time.Time
 }
 
 type posting struct {
@@ -198,6 +208,9 @@ func (p *Partition) Put(d Doc) {
 	var fields [NumFields][]string
 	for f := range NumFields {
 		fields[f] = Sequence(d.Fields[f])
+	}
+	if !d.Created.IsZero() {
+		fields[Tags] = append(fields[Tags], dateTerms(d.Created)...)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -565,6 +578,10 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	if q.K <= 0 || len(q.Terms) == 0 {
 		return nil
 	}
+	seq := q.Phrase
+	if seq == nil {
+		seq = q.Terms
+	}
 	uniq := unique(q.Terms)
 	var n float64
 	var lens [NumFields]float64
@@ -636,14 +653,22 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 	for pi, p := range parts {
 		ids[pi] = phraseIDs(p, q)
 	}
+	var top float64
+	for _, c := range cands {
+		top = max(top, c.score)
+	}
+	if prm.When > 0 && asksWhen(seq) {
+		// A record saying when is likelier the answer to "when".
+		for i := range cands {
+			if holdsTime(parts[cands[i].part], cands[i].doc) {
+				cands[i].score += prm.When * top
+			}
+		}
+	}
 	if phrasal {
 		// The bonus is measured against the best score found, so
 		// that a record holding the whole phrase rises above every record
 		// holding the words apart, whatever the idf of the words.
-		var top float64
-		for _, c := range cands {
-			top = max(top, c.score)
-		}
 		for i := range cands {
 			c := &cands[i]
 			share := runShare(parts[c.part], c.doc, ids[c.part], &s.sc)
