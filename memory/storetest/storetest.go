@@ -21,6 +21,7 @@ import (
 	"prom.codes/memory-mcp/memory/embed"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
 	"prom.codes/memory-mcp/memory/postgres"
+	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/scope"
 )
@@ -548,28 +549,29 @@ func toyEmbedder(t *testing.T) *embed.Client {
 
 func testEmbeddings(t *testing.T, newDB NewDB) {
 	s := Open(t, newDB(t), NewClock())
+	vx := semantic.New(s)
 	c := toyEmbedder(t)
 	put(t, s, projA, fact("shipping-howto", "To ship a release, tag it and run the pipeline."))
 	put(t, s, projA, fact("pets", "The kitten sleeps on the sofa."))
 	put(t, s, projA, fact("lunch", "Bananas and apples are in the kitchen."))
-	if n, err := s.EmbedQueued(ctx, "toy"); err != nil || n != 3 {
+	if n, err := vx.EmbedQueued(ctx, "toy"); err != nil || n != 3 {
 		t.Fatalf("queued = %d, %v", n, err)
 	}
 	total := 0
 	for range 10 {
-		r, err := s.EmbedPending(ctx, "toy", c, 16)
+		r, err := vx.EmbedPending(ctx, "toy", c, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
 		total += r.Embedded
-		if r == (memory.EmbedResult{}) {
+		if r == (semantic.EmbedResult{}) {
 			break
 		}
 	}
 	if total != 3 {
 		t.Fatalf("embedded %d, want 3", total)
 	}
-	st, err := s.EmbedStatus(ctx, "toy")
+	st, err := vx.EmbedStatus(ctx, "toy")
 	if err != nil || st.Vectors != 3 || st.Dims != embedtest.Dims {
 		t.Fatalf("status = %+v, %v", st, err)
 	}
@@ -577,11 +579,11 @@ func testEmbeddings(t *testing.T, newDB NewDB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hits, err := s.SemanticSearch(ctx, projA.ID, memory.SearchOptions{Query: "a kitten on a sofa"}, "toy", q[0])
+	hits, err := vx.SemanticSearch(ctx, projA.ID, memory.SearchOptions{Query: "a kitten on a sofa"}, "toy", q[0])
 	if err != nil || len(hits) == 0 || hits[0].Record.Key != "pets" {
 		t.Fatalf("semantic search = %+v, %v", hits, err)
 	}
-	hits, err = s.HybridSearch(ctx, projA.ID, memory.SearchOptions{Query: "kitten sofa"}, "toy", q[0])
+	hits, err = vx.HybridSearch(ctx, projA.ID, memory.SearchOptions{Query: "kitten sofa"}, "toy", q[0])
 	if err != nil || len(hits) == 0 || hits[0].Record.Key != "pets" {
 		t.Fatalf("hybrid search = %+v, %v", hits, err)
 	}
@@ -590,22 +592,22 @@ func testEmbeddings(t *testing.T, newDB NewDB) {
 	if _, err := s.Update(ctx, projA, memory.Selector{Key: "pets"}, memory.Patch{Body: &body}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.EmbedQueued(ctx, "toy"); err != nil || n != 1 {
+	if n, err := vx.EmbedQueued(ctx, "toy"); err != nil || n != 1 {
 		t.Fatalf("queued after update = %d, %v", n, err)
 	}
-	if ok, err := s.LeaseEmbedding(ctx, "me", time.Minute); err != nil || !ok {
+	if ok, err := vx.LeaseEmbedding(ctx, "me", time.Minute); err != nil || !ok {
 		t.Fatalf("lease = %v, %v", ok, err)
 	}
-	if ok, err := s.LeaseEmbedding(ctx, "other", time.Minute); err != nil || ok {
+	if ok, err := vx.LeaseEmbedding(ctx, "other", time.Minute); err != nil || ok {
 		t.Fatalf("second holder leased: %v, %v", ok, err)
 	}
-	if err := s.ReleaseEmbedding(ctx, "me"); err != nil {
+	if err := vx.ReleaseEmbedding(ctx, "me"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.LeaseEmbedding(ctx, "other", time.Minute); err != nil || !ok {
+	if ok, err := vx.LeaseEmbedding(ctx, "other", time.Minute); err != nil || !ok {
 		t.Fatalf("lease after release = %v, %v", ok, err)
 	}
-	if changed, err := s.NoteDims(ctx, "toy", embedtest.Dims); err != nil || changed {
+	if changed, err := vx.NoteDims(ctx, "toy", embedtest.Dims); err != nil || changed {
 		t.Fatalf("note same dims = %v, %v", changed, err)
 	}
 }
@@ -942,28 +944,29 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 func testRestOfTheStore(t *testing.T, newDB NewDB) {
 	clock := NewClock()
 	s := Open(t, newDB(t), clock)
+	vx := semantic.New(s)
 	c := toyEmbedder(t)
 	put(t, s, projA, fact("alpha", "The first fact."))
 	put(t, s, projA, fact("beta", "The second fact."))
-	if _, err := s.EmbedPending(ctx, "toy", c, 16); err != nil {
+	if _, err := vx.EmbedPending(ctx, "toy", c, 16); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WarmVectors(ctx, "toy"); err != nil {
+	if err := vx.WarmVectors(ctx, "toy"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.EmbedWaiting(ctx, projA.ID, "toy"); err != nil || n != 0 {
+	if n, err := vx.EmbedWaiting(ctx, projA.ID, "toy"); err != nil || n != 0 {
 		t.Fatalf("waiting = %d, %v", n, err)
 	}
-	if n, err := s.QueueOthersEmbedded(ctx, "other"); err != nil || n != 2 {
+	if n, err := vx.QueueOthersEmbedded(ctx, "other"); err != nil || n != 2 {
 		t.Fatalf("queue others embedded = %d, %v", n, err)
 	}
-	if n, err := s.QueueMissing(ctx, "other"); err != nil || n != 2 {
+	if n, err := vx.QueueMissing(ctx, "other"); err != nil || n != 2 {
 		t.Fatalf("queue missing = %d, %v", n, err)
 	}
-	if n, err := s.EmbedWaiting(ctx, projA.ID, "other"); err != nil || n != 2 {
+	if n, err := vx.EmbedWaiting(ctx, projA.ID, "other"); err != nil || n != 2 {
 		t.Fatalf("waiting for other = %d, %v", n, err)
 	}
-	if n, err := s.PruneVectors(ctx, "other"); err != nil || n != 2 {
+	if n, err := vx.PruneVectors(ctx, "other"); err != nil || n != 2 {
 		t.Fatalf("prune = %d, %v", n, err)
 	}
 
