@@ -11,10 +11,11 @@ import (
 	"prom.codes/memory-mcp/scope"
 )
 
-// What memory/semantic, which keeps the embedding queue and searches by
-// meaning, needs of the Store: the pool, the write transaction, the
-// clock, and the records a caller sees. Its statements read and write the
-// embed_* tables only; records are read through Found and Visible.
+// What the packages over memory that keep tables of their own need of
+// the Store: memory/semantic (the embed_* tables: the embedding queue and
+// the vectors, and search by meaning) and memory/token (the tokens table).
+// They get the pool, the write transaction, the clock, and the records a
+// caller sees. Their statements write their own tables only.
 
 // DB returns the pool the store's statements run on.
 func (s *Store) DB() *sql.DB { return s.db }

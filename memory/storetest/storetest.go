@@ -23,6 +23,7 @@ import (
 	"prom.codes/memory-mcp/memory/postgres"
 	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/memory/sqlite"
+	"prom.codes/memory-mcp/memory/token"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -493,19 +494,19 @@ func testSecrets(t *testing.T, newDB NewDB) {
 
 func testTokens(t *testing.T, newDB NewDB) {
 	s := Open(t, newDB(t), NewClock())
-	secret, tok, err := s.CreateToken(ctx, memory.NewToken{Name: "laptop", Tenant: "acme", User: "ann", Profile: "default", Admin: true})
+	secret, tok, err := token.Of(s).Create(ctx, token.Spec{Name: "laptop", Tenant: "acme", User: "ann", Profile: "default", Admin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Authenticate(ctx, secret)
+	got, err := token.Of(s).Authenticate(ctx, secret)
 	if err != nil || got.ID != tok.ID || got.User != "ann" || got.Tenant != "acme" || !got.Admin {
 		t.Fatalf("authenticate = %+v, %v", got, err)
 	}
-	_, tok2, err := s.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "bob", Profile: "default"})
+	_, tok2, err := token.Of(s).Create(ctx, token.Spec{Tenant: "acme", User: "bob", Profile: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := s.Tokens(ctx)
+	ts, err := token.Of(s).List(ctx)
 	if err != nil || len(ts) != 2 {
 		t.Fatalf("tokens = %+v, %v", ts, err)
 	}
@@ -514,16 +515,16 @@ func testTokens(t *testing.T, newDB NewDB) {
 			t.Fatalf("tokens = %+v", ts)
 		}
 	}
-	if _, err := s.Authenticate(ctx, secret+"x"); err == nil {
+	if _, err := token.Of(s).Authenticate(ctx, secret+"x"); err == nil {
 		t.Fatal("a wrong token authenticated")
 	}
-	if r, err := s.RevokeToken(ctx, tok.ID); err != nil || r.ID != tok.ID {
+	if r, err := token.Of(s).Revoke(ctx, tok.ID); err != nil || r.ID != tok.ID {
 		t.Fatalf("revoke = %+v, %v", r, err)
 	}
-	if _, err := s.Authenticate(ctx, secret); err == nil {
+	if _, err := token.Of(s).Authenticate(ctx, secret); err == nil {
 		t.Fatal("a revoked token authenticated")
 	}
-	if _, err := s.RevokeToken(ctx, tok.ID); err == nil {
+	if _, err := token.Of(s).Revoke(ctx, tok.ID); err == nil {
 		t.Fatal("revoked twice")
 	}
 	if err := s.Ping(ctx); err != nil {
@@ -905,7 +906,7 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 	_, _, err = s.Put(ctx, projA, w)
 	invalid("put with a NUL in a tag", err)
 	for _, name := range []string{"ci\xff", "ci\x00", "ci\tbot"} {
-		_, _, err := s.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann", Name: name})
+		_, _, err := token.Of(s).Create(ctx, token.Spec{Tenant: "acme", User: "ann", Name: name})
 		invalid(fmt.Sprintf("token named %q", name), err)
 	}
 	r := put(t, s, projA, fact("kept", "body"))
@@ -933,7 +934,7 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 		if _, err := s.Get(ctx, projA.ID, memory.Selector{ID: id}); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("get by id %q = %v, want not found", id, err)
 		}
-		if _, err := s.RevokeToken(ctx, id); !errors.Is(err, memory.ErrNotFound) {
+		if _, err := token.Of(s).Revoke(ctx, id); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("revoke %q = %v, want not found", id, err)
 		}
 	}
@@ -1134,7 +1135,7 @@ func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
 	target := newDB(t)
 	clock := NewClock()
 	admin := Open(t, target, clock)
-	secret, tok, err := admin.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann"})
+	secret, tok, err := token.Of(admin).Create(ctx, token.Spec{Tenant: "acme", User: "ann"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1154,7 +1155,7 @@ func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
 				after := done
 				mu.Unlock()
 				clock.Add(time.Minute) // every check notes the use: a write
-				_, err := s.Authenticate(ctx, secret)
+				_, err := token.Of(s).Authenticate(ctx, secret)
 				switch {
 				case err == nil && after:
 					t.Error("a token authenticated after its revocation")
@@ -1176,7 +1177,7 @@ func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
 		}()
 	}
 	revoked.Wait()
-	if _, err := admin.RevokeToken(ctx, tok.ID); err != nil {
+	if _, err := token.Of(admin).Revoke(ctx, tok.ID); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
