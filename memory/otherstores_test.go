@@ -193,30 +193,6 @@ func TestSeesWritesThroughSymlink(t *testing.T) {
 	}
 }
 
-// The vector index too sees at once what another Store embedded, and
-// what it removed.
-func TestSeesVectorsOfOtherStores(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "memory.db")
-	s1 := openPath(t, path)
-	s2 := openPath(t, path)
-	_, c := standIn(t, "toy")
-	const q = "feline"
-	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) != 0 {
-		t.Fatalf("hits in an empty store: %v", hitKeys(hits))
-	}
-	put(t, s2, projA, sem("pets", "The kitten sleeps on the sofa."))
-	embedAll(t, s2, c)
-	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) == 0 || hits[0].Record.Key != "pets" {
-		t.Fatalf("the other store's vector is not seen: %v", hitKeys(hits))
-	}
-	if _, err := s2.Delete(ctx, projA, Selector{Key: "pets", Type: Semantic}); err != nil {
-		t.Fatal(err)
-	}
-	if hits := semantic(t, s1, c, projA.ID, q, SearchOptions{}); len(hits) != 0 {
-		t.Fatalf("the other store's delete is not seen: %v", hitKeys(hits))
-	}
-}
-
 // Another process tries to take the database out of WAL mode and then
 // writes: while this process has it open, SQLite keeps it in WAL mode
 // (leaving it needs the only hold on the file), and this process sees the

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory/pgtest"
-	"prom.codes/memory-mcp/memory/vector"
 )
 
 // The search index of every replica catches up from the changes table by
@@ -322,8 +321,8 @@ func TestPostgresHitsReadWithOneStatement(t *testing.T) {
 	}
 	before := prepared()
 	for i := range 40 {
-		ns := []vector.Match{{ID: int64(i)}, {ID: int64(i + 1000)}, {ID: int64(i * 7)}}
-		if _, err := s.effectiveRows(ctx, p.ID, ns); err != nil {
+		ids := []int64{int64(i), int64(i + 1000), int64(i * 7)}
+		if _, err := s.Found(ctx, p.ID, SearchOptions{}, ids); err != nil {
 			t.Fatal(err)
 		}
 	}

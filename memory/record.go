@@ -6,13 +6,17 @@
 // Every write goes through Store.Put (and Store.Update, Store.Delete, which
 // share its checks): keys are normalised and validated, every field is scanned
 // for secrets, and expiry defaults are applied, so nothing reaches the database
-// unchecked. The *sql.DB never leaves this package.
+// unchecked. The *sql.DB leaves this package only through Store.DB, for
+// the packages over it that keep tables of their own (see seam.go):
+// memory/semantic (the embedding queue and vectors) and memory/token
+// (bearer tokens). They write no record: their statements join the
+// records table to their own at most, and whole records are read through
+// Store.Found.
 //
-// It imports scope, secrets and its pure engines memory/index (keywords),
-// memory/vector (vectors) and memory/excerpt (hit excerpts), and nothing else of this module; the embeddings
-// endpoint reaches it through the Embedder interface. It imports
-// database/sql but no driver: only its tests import memory/sqlite and
-// memory/postgres.
+// It imports scope, secrets and its pure engines memory/index (keywords)
+// and memory/excerpt (hit excerpts), and nothing else of this module; no
+// package it imports may import it. It imports database/sql but no
+// driver: only its tests import memory/sqlite and memory/postgres.
 package memory
 
 import (

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"prom.codes/memory-mcp/scope"
@@ -48,10 +47,7 @@ type Store struct {
 	counts  map[countKey]count // see Count
 
 	search searchIndex // see Search
-
-	vectors     vectorIndex // see SemanticSearch
-	embedWanted atomic.Bool // the database queues records for embedding (see wantEmbeddings)
-	uses        touches     // see touch.go
+	uses   touches     // see touch.go
 }
 
 // Options adjust how a Store is opened.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -72,8 +73,8 @@ func runVectors(ctx context.Context, cfg config, stdout, stderr io.Writer) error
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Vector search, %d dimensions\n\n", cfg.dims)
 	fmt.Fprintf(&b, "Machine: %s, %d CPUs, %s, %s.\n\n", m.cpu, m.cpus, m.platform, m.goVersion)
-	fmt.Fprintf(&b, "Each record seeded through `memory.Store.Put` and given a random unit vector through `memory.Store.EmbedPending` (the model is left out: its speed is the endpoint's). ")
-	fmt.Fprintf(&b, "Searches run in process, %d each, with a fresh random query vector: semantic is `Store.SemanticSearch` (brute force over int8 vectors of the visible partitions, then the rows read and the scope chain judged), hybrid adds the keyword search and the fusion. The first search loads the vectors into memory.\n\n", cfg.ops)
+	fmt.Fprintf(&b, "Each record seeded through `memory.Store.Put` and given a random unit vector through `semantic.Index.EmbedPending` (the model is left out: its speed is the endpoint's). ")
+	fmt.Fprintf(&b, "Searches run in process, %d each, with a fresh random query vector: semantic is `semantic.Index.SemanticSearch` (brute force over int8 vectors of the visible partitions, then the rows read and the scope chain judged), hybrid adds the keyword search and the fusion. The first search loads the vectors into memory.\n\n", cfg.ops)
 	b.WriteString("| vectors | visible | store vectors | first search (load) | semantic p50 | p95 | hybrid p50 | p95 |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
@@ -113,15 +114,16 @@ func measureVectors(ctx context.Context, cfg config, n int, stderr io.Writer) (v
 		return row, err
 	}
 	defer st.Close()
+	vx := semantic.New(st)
 	model := randomModel{rand.New(rand.NewSource(cfg.seed)), cfg.dims}
 	fmt.Fprintf(stderr, "memory-bench: storing %d vectors of %d dimensions\n", n, cfg.dims)
 	start := time.Now()
 	for {
-		r, err := st.EmbedPending(ctx, "random", model, 1000)
+		r, err := vx.EmbedPending(ctx, "random", model, 1000)
 		if err != nil {
 			return row, err
 		}
-		if r == (memory.EmbedResult{}) {
+		if r == (semantic.EmbedResult{}) {
 			break
 		}
 	}
@@ -133,9 +135,9 @@ func measureVectors(ctx context.Context, cfg config, n int, stderr io.Writer) (v
 		start := time.Now()
 		var err error
 		if hybrid {
-			_, err = st.HybridSearch(ctx, p, opts, "random", q)
+			_, err = vx.HybridSearch(ctx, p, opts, "random", q)
 		} else {
-			_, err = st.SemanticSearch(ctx, p, opts, "random", q)
+			_, err = vx.SemanticSearch(ctx, p, opts, "random", q)
 		}
 		return time.Since(start), err
 	}

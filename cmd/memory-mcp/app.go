@@ -6,6 +6,7 @@ import (
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/weave"
 )
@@ -32,7 +33,7 @@ func openAppWith(ctx context.Context, cfg Config, log *slog.Logger, opts *memory
 		return nil, cfg.dbError(err)
 	}
 	a := &app{cfg: cfg, App: &server.App{
-		Store: st, Dir: dir, Proj: memory.Project{ID: cfg.Project, Mirror: dir}, Weaver: weave.New(), Log: log,
+		Store: st, Vectors: semantic.New(st), Dir: dir, Proj: memory.Project{ID: cfg.Project, Mirror: dir}, Weaver: weave.New(), Log: log,
 		Project: cfg.Project, Root: cfg.Root, TokenBudget: cfg.TokenBudget, Confirmations: cfg.Confirmations,
 		Version: serverVersion(), DBName: cfg.DBName(), Redact: cfg.redact,
 	}}
@@ -41,7 +42,7 @@ func openAppWith(ctx context.Context, cfg Config, log *slog.Logger, opts *memory
 		st.Close()
 		return nil, err
 	}
-	if a.Embed, err = newWorker(cfg, st, log); err != nil {
+	if a.Embed, err = newWorker(cfg, a.Vectors, log); err != nil {
 		st.Close()
 		return nil, err
 	}

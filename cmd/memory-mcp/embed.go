@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
-	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed"
+	"prom.codes/memory-mcp/memory/semantic"
 )
 
 // newWorker is the embedding worker of the endpoint cfg names, or nil
 // without one: nothing is sent anywhere, and search is by keyword only.
-func newWorker(cfg Config, st *memory.Store, log *slog.Logger) (*embed.Worker, error) {
+func newWorker(cfg Config, vx *semantic.Index, log *slog.Logger) (*embed.Worker, error) {
 	if cfg.EmbeddingsURL == "" {
 		return nil, nil
 	}
@@ -23,12 +23,12 @@ func newWorker(cfg Config, st *memory.Store, log *slog.Logger) (*embed.Worker, e
 	if err != nil {
 		return nil, fmt.Errorf("PROMETHEUS_MEMORY_EMBEDDINGS_URL is set, but %w (set PROMETHEUS_MEMORY_EMBEDDINGS_MODEL to the model's name, like nomic-embed-text; or unset the URL for keyword search only)", err)
 	}
-	return embed.NewWorker(c, queue{st}, log), nil
+	return embed.NewWorker(c, queue{vx}, log), nil
 }
 
-// queue is the store as the worker sees its embedding queue: its
+// queue is the store's embedding queue as the worker sees it: its
 // results in the worker's terms.
-type queue struct{ *memory.Store }
+type queue struct{ *semantic.Index }
 
 func (q queue) OtherModels(ctx context.Context, model string) (bool, error) {
 	st, err := q.EmbedStatus(ctx, model)
@@ -36,7 +36,7 @@ func (q queue) OtherModels(ctx context.Context, model string) (bool, error) {
 }
 
 func (q queue) EmbedPending(ctx context.Context, model string, c *embed.Client, n int) (embed.Result, error) {
-	res, err := q.Store.EmbedPending(ctx, model, c, n)
+	res, err := q.Index.EmbedPending(ctx, model, c, n)
 	return embed.Result(res), err
 }
 
@@ -44,11 +44,11 @@ func (q queue) EmbedPending(ctx context.Context, model string, c *embed.Client, 
 var errNoEmbeddings = errors.New("embed: no embeddings endpoint is configured; set PROMETHEUS_MEMORY_EMBEDDINGS_URL and PROMETHEUS_MEMORY_EMBEDDINGS_MODEL (see README, Semantic search)")
 
 type embedOut struct {
-	Model    string             `json:"model"`
-	Endpoint string             `json:"endpoint"`
-	Embedded int                `json:"embedded"`
-	Pruned   int64              `json:"pruned,omitempty"`
-	Status   memory.EmbedStatus `json:"status"`
+	Model    string               `json:"model"`
+	Endpoint string               `json:"endpoint"`
+	Embedded int                  `json:"embedded"`
+	Pruned   int64                `json:"pruned,omitempty"`
+	Status   semantic.EmbedStatus `json:"status"`
 }
 
 func runEmbed(c *cli, args []string) error {
@@ -63,7 +63,7 @@ func runEmbed(c *cli, args []string) error {
 		}
 		client := a.Embed.Client()
 		model := client.Model()
-		queued, err := a.Store.QueueMissing(c.ctx, model)
+		queued, err := a.Vectors.QueueMissing(c.ctx, model)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func runEmbed(c *cli, args []string) error {
 		bar := progress.New(c.stderr, "embedding", int64(queued), "records")
 		counted := 0
 		for {
-			res, err := a.Store.EmbedPending(c.ctx, model, client, embed.Batch)
+			res, err := a.Vectors.EmbedPending(c.ctx, model, client, embed.Batch)
 			out.Embedded += res.Embedded
 			// A refused record is tried again: count it once.
 			n := min(res.Embedded+res.Skipped+res.Dropped, queued-counted)
@@ -81,17 +81,17 @@ func runEmbed(c *cli, args []string) error {
 				bar.Finish()
 				return fmt.Errorf("embed: %w (%d records embedded before; the rest stay queued)", err, out.Embedded)
 			}
-			if res == (memory.EmbedResult{}) {
+			if res == (semantic.EmbedResult{}) {
 				break
 			}
 		}
 		bar.Finish()
 		if *prune {
-			if out.Pruned, err = a.Store.PruneVectors(c.ctx, model); err != nil {
+			if out.Pruned, err = a.Vectors.PruneVectors(c.ctx, model); err != nil {
 				return err
 			}
 		}
-		if out.Status, err = a.Store.EmbedStatus(c.ctx, model); err != nil {
+		if out.Status, err = a.Vectors.EmbedStatus(c.ctx, model); err != nil {
 			return err
 		}
 		if f.JSON() {

@@ -20,6 +20,7 @@ import (
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
+	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -514,7 +515,7 @@ func TestSlowEndpointAnswersByKeyword(t *testing.T) {
 	}
 	srv.Hold()
 	defer srv.Release()
-	search := func() (memory.Mode, string, int) {
+	search := func() (semantic.Mode, string, int) {
 		hits, mode, note, err := a.Search(ctx, cfg.Project, "", memory.SearchOptions{Query: "kitten"})
 		if err != nil {
 			t.Fatal(err)
@@ -522,12 +523,12 @@ func TestSlowEndpointAnswersByKeyword(t *testing.T) {
 		return mode, note, len(hits)
 	}
 	mode, note, n := search()
-	if mode != memory.ModeKeyword || !strings.Contains(note, "no answer in time") || n != 1 {
+	if mode != semantic.ModeKeyword || !strings.Contains(note, "no answer in time") || n != 1 {
 		t.Fatalf("first search: %s %q %d", mode, note, n)
 	}
 	asked := srv.Requests()
 	mode, note, n = search()
-	if mode != memory.ModeKeyword || !strings.Contains(note, "did not answer in time lately") || n != 1 {
+	if mode != semantic.ModeKeyword || !strings.Contains(note, "did not answer in time lately") || n != 1 {
 		t.Fatalf("second search: %s %q %d", mode, note, n)
 	}
 	if srv.Requests() != asked {
@@ -543,7 +544,7 @@ func TestSlowEndpointAnswersByKeyword(t *testing.T) {
 		t.Fatal(err)
 	}
 	mode, note, _ = search()
-	if u, _ := url.Parse(srv.URL); mode != memory.ModeKeyword || strings.Contains(note, u.Host) || !strings.Contains(note, "could not be used") {
+	if u, _ := url.Parse(srv.URL); mode != semantic.ModeKeyword || strings.Contains(note, u.Host) || !strings.Contains(note, "could not be used") {
 		t.Fatalf("search with the endpoint down: %s %q", mode, note)
 	}
 }

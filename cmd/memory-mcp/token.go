@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/token"
 )
 
 const tokenUsage = `Usage:
@@ -36,7 +37,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Usage = func() { fmt.Fprint(stderr, tokenUsage); fs.PrintDefaults() }
 	switch sub {
 	case "create":
-		var nt memory.NewToken
+		var nt token.Spec
 		fs.StringVar(&nt.Tenant, "tenant", "", "the team")
 		fs.StringVar(&nt.User, "user", "", "the user, within the team")
 		fs.StringVar(&nt.Profile, "profile", memory.DefaultProfile, "the user's profile, whose project memory is its own")
@@ -55,7 +56,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return errors.New("token create: --tenant and --user are required")
 		}
 		return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
-			secret, tok, err := a.Store.CreateToken(ctx, nt)
+			secret, tok, err := token.Of(a.Store).Create(ctx, nt)
 			if err != nil {
 				return fmt.Errorf("token create: %w", err)
 			}
@@ -82,7 +83,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
-			toks, err := a.Store.Tokens(ctx)
+			toks, err := token.Of(a.Store).List(ctx)
 			if err != nil {
 				return err
 			}
@@ -115,7 +116,7 @@ func tokenCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return errors.New("token revoke: want one token id or token")
 		}
 		return withApp(ctx, getenv, stderr, func(a *app, _ *slog.Logger) error {
-			tok, err := a.Store.RevokeToken(ctx, fs.Arg(0))
+			tok, err := token.Of(a.Store).Revoke(ctx, fs.Arg(0))
 			if errors.Is(err, memory.ErrNotFound) {
 				return errors.New("token revoke: no such token")
 			}

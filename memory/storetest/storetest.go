@@ -21,7 +21,9 @@ import (
 	"prom.codes/memory-mcp/memory/embed"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
 	"prom.codes/memory-mcp/memory/postgres"
+	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/memory/sqlite"
+	"prom.codes/memory-mcp/memory/token"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -492,19 +494,19 @@ func testSecrets(t *testing.T, newDB NewDB) {
 
 func testTokens(t *testing.T, newDB NewDB) {
 	s := Open(t, newDB(t), NewClock())
-	secret, tok, err := s.CreateToken(ctx, memory.NewToken{Name: "laptop", Tenant: "acme", User: "ann", Profile: "default", Admin: true})
+	secret, tok, err := token.Of(s).Create(ctx, token.Spec{Name: "laptop", Tenant: "acme", User: "ann", Profile: "default", Admin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Authenticate(ctx, secret)
+	got, err := token.Of(s).Authenticate(ctx, secret)
 	if err != nil || got.ID != tok.ID || got.User != "ann" || got.Tenant != "acme" || !got.Admin {
 		t.Fatalf("authenticate = %+v, %v", got, err)
 	}
-	_, tok2, err := s.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "bob", Profile: "default"})
+	_, tok2, err := token.Of(s).Create(ctx, token.Spec{Tenant: "acme", User: "bob", Profile: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := s.Tokens(ctx)
+	ts, err := token.Of(s).List(ctx)
 	if err != nil || len(ts) != 2 {
 		t.Fatalf("tokens = %+v, %v", ts, err)
 	}
@@ -513,16 +515,16 @@ func testTokens(t *testing.T, newDB NewDB) {
 			t.Fatalf("tokens = %+v", ts)
 		}
 	}
-	if _, err := s.Authenticate(ctx, secret+"x"); err == nil {
+	if _, err := token.Of(s).Authenticate(ctx, secret+"x"); err == nil {
 		t.Fatal("a wrong token authenticated")
 	}
-	if r, err := s.RevokeToken(ctx, tok.ID); err != nil || r.ID != tok.ID {
+	if r, err := token.Of(s).Revoke(ctx, tok.ID); err != nil || r.ID != tok.ID {
 		t.Fatalf("revoke = %+v, %v", r, err)
 	}
-	if _, err := s.Authenticate(ctx, secret); err == nil {
+	if _, err := token.Of(s).Authenticate(ctx, secret); err == nil {
 		t.Fatal("a revoked token authenticated")
 	}
-	if _, err := s.RevokeToken(ctx, tok.ID); err == nil {
+	if _, err := token.Of(s).Revoke(ctx, tok.ID); err == nil {
 		t.Fatal("revoked twice")
 	}
 	if err := s.Ping(ctx); err != nil {
@@ -548,28 +550,29 @@ func toyEmbedder(t *testing.T) *embed.Client {
 
 func testEmbeddings(t *testing.T, newDB NewDB) {
 	s := Open(t, newDB(t), NewClock())
+	vx := semantic.New(s)
 	c := toyEmbedder(t)
 	put(t, s, projA, fact("shipping-howto", "To ship a release, tag it and run the pipeline."))
 	put(t, s, projA, fact("pets", "The kitten sleeps on the sofa."))
 	put(t, s, projA, fact("lunch", "Bananas and apples are in the kitchen."))
-	if n, err := s.EmbedQueued(ctx, "toy"); err != nil || n != 3 {
+	if n, err := vx.EmbedQueued(ctx, "toy"); err != nil || n != 3 {
 		t.Fatalf("queued = %d, %v", n, err)
 	}
 	total := 0
 	for range 10 {
-		r, err := s.EmbedPending(ctx, "toy", c, 16)
+		r, err := vx.EmbedPending(ctx, "toy", c, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
 		total += r.Embedded
-		if r == (memory.EmbedResult{}) {
+		if r == (semantic.EmbedResult{}) {
 			break
 		}
 	}
 	if total != 3 {
 		t.Fatalf("embedded %d, want 3", total)
 	}
-	st, err := s.EmbedStatus(ctx, "toy")
+	st, err := vx.EmbedStatus(ctx, "toy")
 	if err != nil || st.Vectors != 3 || st.Dims != embedtest.Dims {
 		t.Fatalf("status = %+v, %v", st, err)
 	}
@@ -577,11 +580,11 @@ func testEmbeddings(t *testing.T, newDB NewDB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hits, err := s.SemanticSearch(ctx, projA.ID, memory.SearchOptions{Query: "a kitten on a sofa"}, "toy", q[0])
+	hits, err := vx.SemanticSearch(ctx, projA.ID, memory.SearchOptions{Query: "a kitten on a sofa"}, "toy", q[0])
 	if err != nil || len(hits) == 0 || hits[0].Record.Key != "pets" {
 		t.Fatalf("semantic search = %+v, %v", hits, err)
 	}
-	hits, err = s.HybridSearch(ctx, projA.ID, memory.SearchOptions{Query: "kitten sofa"}, "toy", q[0])
+	hits, err = vx.HybridSearch(ctx, projA.ID, memory.SearchOptions{Query: "kitten sofa"}, "toy", q[0])
 	if err != nil || len(hits) == 0 || hits[0].Record.Key != "pets" {
 		t.Fatalf("hybrid search = %+v, %v", hits, err)
 	}
@@ -590,22 +593,22 @@ func testEmbeddings(t *testing.T, newDB NewDB) {
 	if _, err := s.Update(ctx, projA, memory.Selector{Key: "pets"}, memory.Patch{Body: &body}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.EmbedQueued(ctx, "toy"); err != nil || n != 1 {
+	if n, err := vx.EmbedQueued(ctx, "toy"); err != nil || n != 1 {
 		t.Fatalf("queued after update = %d, %v", n, err)
 	}
-	if ok, err := s.LeaseEmbedding(ctx, "me", time.Minute); err != nil || !ok {
+	if ok, err := vx.LeaseEmbedding(ctx, "me", time.Minute); err != nil || !ok {
 		t.Fatalf("lease = %v, %v", ok, err)
 	}
-	if ok, err := s.LeaseEmbedding(ctx, "other", time.Minute); err != nil || ok {
+	if ok, err := vx.LeaseEmbedding(ctx, "other", time.Minute); err != nil || ok {
 		t.Fatalf("second holder leased: %v, %v", ok, err)
 	}
-	if err := s.ReleaseEmbedding(ctx, "me"); err != nil {
+	if err := vx.ReleaseEmbedding(ctx, "me"); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.LeaseEmbedding(ctx, "other", time.Minute); err != nil || !ok {
+	if ok, err := vx.LeaseEmbedding(ctx, "other", time.Minute); err != nil || !ok {
 		t.Fatalf("lease after release = %v, %v", ok, err)
 	}
-	if changed, err := s.NoteDims(ctx, "toy", embedtest.Dims); err != nil || changed {
+	if changed, err := vx.NoteDims(ctx, "toy", embedtest.Dims); err != nil || changed {
 		t.Fatalf("note same dims = %v, %v", changed, err)
 	}
 }
@@ -903,7 +906,7 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 	_, _, err = s.Put(ctx, projA, w)
 	invalid("put with a NUL in a tag", err)
 	for _, name := range []string{"ci\xff", "ci\x00", "ci\tbot"} {
-		_, _, err := s.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann", Name: name})
+		_, _, err := token.Of(s).Create(ctx, token.Spec{Tenant: "acme", User: "ann", Name: name})
 		invalid(fmt.Sprintf("token named %q", name), err)
 	}
 	r := put(t, s, projA, fact("kept", "body"))
@@ -931,7 +934,7 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 		if _, err := s.Get(ctx, projA.ID, memory.Selector{ID: id}); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("get by id %q = %v, want not found", id, err)
 		}
-		if _, err := s.RevokeToken(ctx, id); !errors.Is(err, memory.ErrNotFound) {
+		if _, err := token.Of(s).Revoke(ctx, id); !errors.Is(err, memory.ErrNotFound) {
 			t.Errorf("revoke %q = %v, want not found", id, err)
 		}
 	}
@@ -942,28 +945,29 @@ func testUnstorableBytes(t *testing.T, newDB NewDB) {
 func testRestOfTheStore(t *testing.T, newDB NewDB) {
 	clock := NewClock()
 	s := Open(t, newDB(t), clock)
+	vx := semantic.New(s)
 	c := toyEmbedder(t)
 	put(t, s, projA, fact("alpha", "The first fact."))
 	put(t, s, projA, fact("beta", "The second fact."))
-	if _, err := s.EmbedPending(ctx, "toy", c, 16); err != nil {
+	if _, err := vx.EmbedPending(ctx, "toy", c, 16); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WarmVectors(ctx, "toy"); err != nil {
+	if err := vx.WarmVectors(ctx, "toy"); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.EmbedWaiting(ctx, projA.ID, "toy"); err != nil || n != 0 {
+	if n, err := vx.EmbedWaiting(ctx, projA.ID, "toy"); err != nil || n != 0 {
 		t.Fatalf("waiting = %d, %v", n, err)
 	}
-	if n, err := s.QueueOthersEmbedded(ctx, "other"); err != nil || n != 2 {
+	if n, err := vx.QueueOthersEmbedded(ctx, "other"); err != nil || n != 2 {
 		t.Fatalf("queue others embedded = %d, %v", n, err)
 	}
-	if n, err := s.QueueMissing(ctx, "other"); err != nil || n != 2 {
+	if n, err := vx.QueueMissing(ctx, "other"); err != nil || n != 2 {
 		t.Fatalf("queue missing = %d, %v", n, err)
 	}
-	if n, err := s.EmbedWaiting(ctx, projA.ID, "other"); err != nil || n != 2 {
+	if n, err := vx.EmbedWaiting(ctx, projA.ID, "other"); err != nil || n != 2 {
 		t.Fatalf("waiting for other = %d, %v", n, err)
 	}
-	if n, err := s.PruneVectors(ctx, "other"); err != nil || n != 2 {
+	if n, err := vx.PruneVectors(ctx, "other"); err != nil || n != 2 {
 		t.Fatalf("prune = %d, %v", n, err)
 	}
 
@@ -1131,7 +1135,7 @@ func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
 	target := newDB(t)
 	clock := NewClock()
 	admin := Open(t, target, clock)
-	secret, tok, err := admin.CreateToken(ctx, memory.NewToken{Tenant: "acme", User: "ann"})
+	secret, tok, err := token.Of(admin).Create(ctx, token.Spec{Tenant: "acme", User: "ann"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1151,7 +1155,7 @@ func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
 				after := done
 				mu.Unlock()
 				clock.Add(time.Minute) // every check notes the use: a write
-				_, err := s.Authenticate(ctx, secret)
+				_, err := token.Of(s).Authenticate(ctx, secret)
 				switch {
 				case err == nil && after:
 					t.Error("a token authenticated after its revocation")
@@ -1173,7 +1177,7 @@ func testRevokeWhileAuthenticating(t *testing.T, newDB NewDB) {
 		}()
 	}
 	revoked.Wait()
-	if _, err := admin.RevokeToken(ctx, tok.ID); err != nil {
+	if _, err := token.Of(admin).Revoke(ctx, tok.ID); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

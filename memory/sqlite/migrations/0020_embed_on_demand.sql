@@ -1,5 +1,5 @@
 -- The embedding queue is fed from the first time the database is asked
--- about embeddings (see Store.wantEmbeddings), which queues every record
+-- about embeddings (see wantEmbeddings in memory/semantic), which queues every record
 -- then. Until that, a write queues nothing: the queue's trigger was a
 -- fifth of a note's write (an insert, a delete, the autoincrement's
 -- counter) for a store that may never embed. A database that has

@@ -9,6 +9,7 @@ import (
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed"
+	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
 	"prom.codes/memory-mcp/secrets"
@@ -18,12 +19,13 @@ import (
 // App is the server's core, shared by the MCP tools and the command line:
 // the store, this workspace's project and mirror, and the weaver.
 type App struct {
-	Store  *memory.Store
-	Dir    *mirror.Dir    // this workspace's mirror; nil without one (a team's callers)
-	Proj   memory.Project // the project written to, with its mirror
-	Weaver *weave.Weaver
-	Embed  *embed.Worker // nil without an embeddings endpoint
-	Log    *slog.Logger
+	Store   *memory.Store
+	Vectors *semantic.Index // Store's embedding queue and vectors
+	Dir     *mirror.Dir     // this workspace's mirror; nil without one (a team's callers)
+	Proj    memory.Project  // the project written to, with its mirror
+	Weaver  *weave.Weaver
+	Embed   *embed.Worker // nil without an embeddings endpoint
+	Log     *slog.Logger
 
 	Project       scope.Identity // whose memory is read
 	Root          string         // the workspace root
@@ -188,19 +190,19 @@ func needMore(recs []memory.Record, included []string, types []memory.Type, limi
 // keyword without). It returns the mode it answered in and a note for the
 // reader when that is not what was asked, or when records still wait to
 // be embedded. Only a query that passes the secret scan is sent.
-func (a *App) Search(ctx context.Context, p scope.Identity, mode memory.Mode, opts memory.SearchOptions) ([]memory.Hit, memory.Mode, string, error) {
+func (a *App) Search(ctx context.Context, p scope.Identity, mode semantic.Mode, opts memory.SearchOptions) ([]memory.Hit, semantic.Mode, string, error) {
 	w := a.Embed
 	if mode == "" {
-		mode = memory.ModeKeyword
+		mode = semantic.ModeKeyword
 		if w != nil {
-			mode = memory.ModeHybrid
+			mode = semantic.ModeHybrid
 		}
 	}
-	keyword := func(note string) ([]memory.Hit, memory.Mode, string, error) {
+	keyword := func(note string) ([]memory.Hit, semantic.Mode, string, error) {
 		hits, err := a.Store.Search(ctx, p, opts)
-		return hits, memory.ModeKeyword, note, err
+		return hits, semantic.ModeKeyword, note, err
 	}
-	if mode == memory.ModeKeyword {
+	if mode == semantic.ModeKeyword {
 		return keyword("")
 	}
 	if w == nil {
@@ -226,25 +228,25 @@ func (a *App) Search(ctx context.Context, p scope.Identity, mode memory.Mode, op
 		return keyword("the embeddings endpoint could not be used; answered by keyword (the server's log says why)")
 	}
 	model := w.Client().Model()
-	if changed, err := a.Store.NoteDims(ctx, model, len(vec)); err != nil {
+	if changed, err := a.Vectors.NoteDims(ctx, model, len(vec)); err != nil {
 		return nil, mode, "", err
 	} else if changed {
 		a.Log.Info("the embeddings model gives vectors of a new length: re-embedding every record", "model", model, "dims", len(vec))
 	}
 	w.Kick()
 	var hits []memory.Hit
-	if mode == memory.ModeSemantic {
-		hits, err = a.Store.SemanticSearch(ctx, p, opts, model, vec)
+	if mode == semantic.ModeSemantic {
+		hits, err = a.Vectors.SemanticSearch(ctx, p, opts, model, vec)
 	} else {
-		hits, err = a.Store.HybridSearch(ctx, p, opts, model, vec)
+		hits, err = a.Vectors.HybridSearch(ctx, p, opts, model, vec)
 	}
 	if err != nil {
 		return nil, mode, "", err
 	}
 	note := ""
-	if n, err := a.Store.EmbedWaiting(ctx, p, model); err == nil && n > 0 {
+	if n, err := a.Vectors.EmbedWaiting(ctx, p, model); err == nil && n > 0 {
 		note = fmt.Sprintf("%d records are still waiting to be embedded; until then only their words can find them", n)
-		if mode == memory.ModeSemantic {
+		if mode == semantic.ModeSemantic {
 			note = fmt.Sprintf("%d records are still waiting to be embedded; semantic search cannot find them yet", n)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/bearer"
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/token"
 	"prom.codes/memory-mcp/scope"
 )
 
@@ -56,7 +57,7 @@ type team struct {
 func ServeHTTP(ctx context.Context, a *App, log *slog.Logger, o HTTPOptions) error {
 	t := &team{base: a, log: log, servers: map[string]*Server{}}
 	t.guard = &bearer.Guard{
-		Hosts: bearer.NewHosts(o.Addr, o.AllowedHosts...), Tokens: a.Store,
+		Hosts: bearer.NewHosts(o.Addr, o.AllowedHosts...), Tokens: token.Of(a.Store),
 		Limiter: bearer.NewLimiter(o.Rate, int(5*o.Rate)), Tenant: o.Tenant,
 		Timeout: o.Timeout, MaxBody: maxBody, MaxSessions: maxSessions, Sessions: t.sessions,
 		Log: log, Redact: a.redact,
@@ -278,7 +279,7 @@ func (t *team) endRevoked(ctx context.Context) error {
 	if idle {
 		return nil // no session to end: the tokens need not be read
 	}
-	toks, err := t.base.Store.Tokens(ctx)
+	toks, err := token.Of(t.base.Store).List(ctx)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/semantic"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
 )
@@ -518,7 +519,7 @@ func (srv *Server) Search(ctx context.Context, in SearchIn) (string, SearchOut, 
 			return "", SearchOut{}, memory.Errorf(memory.CodeInvalidArgument, "since", "is not an RFC 3339 time (like 2026-01-02T15:04:05Z)")
 		}
 	}
-	mode, err := memory.ParseMode("mode", in.Mode)
+	mode, err := semantic.ParseMode("mode", in.Mode)
 	if err != nil {
 		return "", SearchOut{}, err
 	}

@@ -1,4 +1,4 @@
-package memory
+package semantic
 
 import (
 	"context"
@@ -93,86 +93,14 @@ func (x *vectorIndex) nearest(q []float32, keys []string, global scope.Level, k 
 
 // WarmVectors loads model's vectors into memory ahead of the first
 // semantic search, which would otherwise wait for them.
-func (s *Store) WarmVectors(ctx context.Context, model string) error {
+func (s *Index) WarmVectors(ctx context.Context, model string) error {
 	var dims int
-	err := s.db.QueryRowContext(ctx, `SELECT dims FROM embed_vectors WHERE model = $1 ORDER BY dims DESC LIMIT 1`, model).Scan(&dims)
+	err := s.st.DB().QueryRowContext(ctx, `SELECT dims FROM embed_vectors WHERE model = $1 ORDER BY dims DESC LIMIT 1`, model).Scan(&dims)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("load vectors: %w", err)
 	}
-	return s.vectors.catchUp(ctx, s.db, model, dims)
-}
-
-// vectorMarks are the vector change sequence as it stood before a restore:
-// its last change and every record a vector index may hold.
-type vectorMarks struct {
-	seq  int64
-	rids map[int64]struct{}
-}
-
-func readVectorMarks(ctx context.Context, db *sql.DB) (vectorMarks, error) {
-	m := vectorMarks{rids: map[int64]struct{}{}}
-	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM embed_changes`).Scan(&m.seq); err != nil {
-		return m, fmt.Errorf("read vector changes: %w", err)
-	}
-	rows, err := db.QueryContext(ctx, `SELECT rid FROM embed_changes`)
-	if err != nil {
-		return m, fmt.Errorf("read vector changes: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var rid int64
-		if err := rows.Scan(&rid); err != nil {
-			return m, fmt.Errorf("read vector changes: %w", err)
-		}
-		m.rids[rid] = struct{}{}
-	}
-	return m, rows.Err()
-}
-
-// restampVectorChanges gives every record a vector index of a running
-// server may hold, from before a restore or after it, a change past the
-// last one such an index applied: the restored database's sequence may
-// stand past that index's while its rows name other records, and the
-// index would keep the vectors of records the restore replaced.
-func restampVectorChanges(ctx context.Context, tx *sql.Tx, before vectorMarks) error {
-	rids := before.rids
-	rows, err := tx.QueryContext(ctx, `SELECT rid FROM embed_changes UNION SELECT rid FROM embed_vectors`)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var rid int64
-		if err := rows.Scan(&rid); err != nil {
-			rows.Close()
-			return err
-		}
-		rids[rid] = struct{}{}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	var after int64
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM embed_changes`).Scan(&after); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM embed_changes`); err != nil {
-		return err
-	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO embed_changes (seq, rid) VALUES ($1, $2)`)
-	if err != nil {
-		return err
-	}
-	defer ins.Close()
-	seq := max(before.seq, after)
-	for rid := range rids {
-		seq++
-		if _, err := ins.ExecContext(ctx, seq, rid); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.vectors.catchUp(ctx, s.st.DB(), model, dims)
 }

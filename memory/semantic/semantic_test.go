@@ -1,4 +1,4 @@
-package memory
+package semantic
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
 	"prom.codes/memory-mcp/scope"
@@ -42,7 +43,7 @@ func client(t *testing.T, srv *embedtest.Server, model string) *embed.Client {
 }
 
 // embedAll embeds every queued record.
-func embedAll(t *testing.T, s *Store, c *embed.Client) EmbedResult {
+func embedAll(t *testing.T, s *testStore, c *embed.Client) EmbedResult {
 	t.Helper()
 	var total EmbedResult
 	for range 100 {
@@ -70,7 +71,7 @@ func queryVec(t *testing.T, c *embed.Client, q string) []float32 {
 	return vs[0]
 }
 
-func hitKeys(hits []Hit) []string {
+func hitKeys(hits []memory.Hit) []string {
 	var ks []string
 	for _, h := range hits {
 		ks = append(ks, h.Record.Key)
@@ -78,7 +79,7 @@ func hitKeys(hits []Hit) []string {
 	return ks
 }
 
-func semantic(t *testing.T, s *Store, c *embed.Client, p scope.Identity, q string, opts SearchOptions) []Hit {
+func semantic(t *testing.T, s *testStore, c *embed.Client, p scope.Identity, q string, opts memory.SearchOptions) []memory.Hit {
 	t.Helper()
 	opts.Query = q
 	hits, err := s.SemanticSearch(ctx, p, opts, c.Model(), queryVec(t, c, q))
@@ -88,7 +89,7 @@ func semantic(t *testing.T, s *Store, c *embed.Client, p scope.Identity, q strin
 	return hits
 }
 
-func hybrid(t *testing.T, s *Store, c *embed.Client, p scope.Identity, q string, opts SearchOptions) []Hit {
+func hybrid(t *testing.T, s *testStore, c *embed.Client, p scope.Identity, q string, opts memory.SearchOptions) []memory.Hit {
 	t.Helper()
 	opts.Query = q
 	hits, err := s.HybridSearch(ctx, p, opts, c.Model(), queryVec(t, c, q))
@@ -98,8 +99,8 @@ func hybrid(t *testing.T, s *Store, c *embed.Client, p scope.Identity, q string,
 	return hits
 }
 
-func sem(key, body string) Write {
-	return Write{Scope: scope.Project, Type: Semantic, Key: key, Body: body}
+func sem(key, body string) memory.Write {
+	return memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: key, Body: body}
 }
 
 func TestSemanticFindsByMeaning(t *testing.T) {
@@ -112,16 +113,16 @@ func TestSemanticFindsByMeaning(t *testing.T) {
 		t.Fatalf("embedded %+v, want 3", r)
 	}
 	const q = "how do we deploy to production"
-	kw, err := s.Search(ctx, projA.ID, SearchOptions{Query: q})
+	kw, err := s.Search(ctx, projA.ID, memory.SearchOptions{Query: q})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(kw) != 0 {
 		t.Fatalf("keyword search found %v for a query sharing no word", hitKeys(kw))
 	}
-	for name, hits := range map[string][]Hit{
-		"semantic": semantic(t, s, c, projA.ID, q, SearchOptions{}),
-		"hybrid":   hybrid(t, s, c, projA.ID, q, SearchOptions{}),
+	for name, hits := range map[string][]memory.Hit{
+		"semantic": semantic(t, s, c, projA.ID, q, memory.SearchOptions{}),
+		"hybrid":   hybrid(t, s, c, projA.ID, q, memory.SearchOptions{}),
 	} {
 		if len(hits) == 0 || hits[0].Record.Key != "shipping-howto" {
 			t.Errorf("%s: %v, want shipping-howto first", name, hitKeys(hits))
@@ -136,7 +137,7 @@ func TestSemanticFindsByMeaning(t *testing.T) {
 		}
 	}
 	// The preview is the record's own text.
-	hits := semantic(t, s, c, projA.ID, "feline", SearchOptions{})
+	hits := semantic(t, s, c, projA.ID, "feline", memory.SearchOptions{})
 	if len(hits) == 0 || hits[0].Record.Key != "pets" || !strings.Contains(hits[0].Preview, "kitten") {
 		t.Fatalf("feline: %+v", hits)
 	}
@@ -152,11 +153,11 @@ func TestHybridKeepsExactHitsFirst(t *testing.T) {
 	embedAll(t, s, c)
 	const q = "postgres backup"
 	// By meaning alone the pure database record is nearest...
-	if got := semantic(t, s, c, projA.ID, q, SearchOptions{}); len(got) == 0 || got[0].Record.Key != "datastores" {
+	if got := semantic(t, s, c, projA.ID, q, memory.SearchOptions{}); len(got) == 0 || got[0].Record.Key != "datastores" {
 		t.Fatalf("semantic: %v; the test needs the fuzzy neighbour nearest by meaning", hitKeys(got))
 	}
 	// ...yet fused, the record holding both words comes first.
-	hits := hybrid(t, s, c, projA.ID, q, SearchOptions{})
+	hits := hybrid(t, s, c, projA.ID, q, memory.SearchOptions{})
 	if len(hits) < 3 || hits[0].Record.Key != "backup-job" {
 		t.Fatalf("hybrid: %v, want backup-job first", hitKeys(hits))
 	}
@@ -169,12 +170,12 @@ func TestHybridKeepsExactHitsFirst(t *testing.T) {
 		t.Fatalf("exact hit scores %v below %v", hits[0].Score, hits[1].Score)
 	}
 	// min_score works on the fused score.
-	cut := hybrid(t, s, c, projA.ID, q, SearchOptions{MinScore: hits[1].Score + 1e-9})
+	cut := hybrid(t, s, c, projA.ID, q, memory.SearchOptions{MinScore: hits[1].Score + 1e-9})
 	if len(cut) != 1 || cut[0].Record.Key != "backup-job" {
 		t.Fatalf("min_score %v: %v", hits[1].Score, hitKeys(cut))
 	}
 	// A query of stop-words only has no keyword side; meaning still works.
-	if _, err := s.HybridSearch(ctx, projA.ID, SearchOptions{Query: "the of"}, c.Model(), queryVec(t, c, "the of")); err != nil {
+	if _, err := s.HybridSearch(ctx, projA.ID, memory.SearchOptions{Query: "the of"}, c.Model(), queryVec(t, c, "the of")); err != nil {
 		t.Fatalf("stop-words only: %v", err)
 	}
 }
@@ -184,12 +185,12 @@ func TestSemanticSeesOnlyVisibleRecords(t *testing.T) {
 	_, c := standIn(t, "toy")
 	put(t, s, projA, sem("release-a", "ship the release"))
 	put(t, s, projB, sem("release-b", "ship the release from b"))
-	put(t, s, projB, Write{Scope: scope.System, Type: Semantic, Key: "release-sys", Body: "ship releases on fridays"})
-	put(t, s, projA, Write{Scope: scope.Project, Type: Working, Key: "release-note", Body: "shipping soon"})
-	put(t, s, projA, Write{Scope: scope.Project, Type: Semantic, Key: "release-old", Body: "ship it", TTL: ptrDur(time.Hour)})
+	put(t, s, projB, memory.Write{Scope: scope.System, Type: memory.Semantic, Key: "release-sys", Body: "ship releases on fridays"})
+	put(t, s, projA, memory.Write{Scope: scope.Project, Type: memory.Working, Key: "release-note", Body: "shipping soon"})
+	put(t, s, projA, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "release-old", Body: "ship it", TTL: ptrDur(time.Hour)})
 	embedAll(t, s, c)
 	clk.Add(2 * time.Hour) // release-old expires
-	hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{})
+	hits := semantic(t, s, c, projA.ID, "deploy", memory.SearchOptions{})
 	got := strings.Join(hitKeys(hits), ",")
 	for _, k := range []string{"release-a", "release-sys", "release-note"} {
 		if !strings.Contains(got, k) {
@@ -201,14 +202,14 @@ func TestSemanticSeesOnlyVisibleRecords(t *testing.T) {
 			t.Errorf("%s is not visible to project a, yet found: %s", k, got)
 		}
 	}
-	typed := semantic(t, s, c, projA.ID, "deploy", SearchOptions{Type: Working})
+	typed := semantic(t, s, c, projA.ID, "deploy", memory.SearchOptions{Type: memory.Working})
 	if len(typed) != 1 || typed[0].Record.Key != "release-note" {
 		t.Errorf("type filter: %v", hitKeys(typed))
 	}
 	// A narrower record shadows a broader one of the same name.
-	put(t, s, projA, Write{Scope: scope.Project, Type: Semantic, Key: "release-sys", Body: "a kitten"})
+	put(t, s, projA, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "release-sys", Body: "a kitten"})
 	embedAll(t, s, c)
-	for _, h := range semantic(t, s, c, projA.ID, "deploy", SearchOptions{}) {
+	for _, h := range semantic(t, s, c, projA.ID, "deploy", memory.SearchOptions{}) {
 		if h.Record.Key == "release-sys" && h.Record.Scope != scope.Project {
 			t.Errorf("the system record shows though the project one shadows it")
 		}
@@ -222,22 +223,22 @@ func TestUpdateAndDeleteDropVectors(t *testing.T) {
 	srv, c := standIn(t, "toy")
 	put(t, s, projA, sem("fact", "ship the release"))
 	embedAll(t, s, c)
-	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 {
+	if hits := semantic(t, s, c, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 1 {
 		t.Fatalf("before: %v", hitKeys(hits))
 	}
 	body := "a kitten on the sofa"
-	if _, err := s.Update(ctx, projA, Selector{Key: "fact"}, Patch{Body: &body}); err != nil {
+	if _, err := s.Update(ctx, projA, memory.Selector{Key: "fact"}, memory.Patch{Body: &body}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := s.EmbedStatus(ctx, "toy")
 	if st.Vectors != 0 || st.Pending != 1 {
 		t.Fatalf("after update: %+v, want the vector dropped and the record queued", st)
 	}
-	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+	if hits := semantic(t, s, c, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 0 {
 		t.Fatalf("the old text's vector still answers: %v", hitKeys(hits))
 	}
 	embedAll(t, s, c)
-	if hits := semantic(t, s, c, projA.ID, "feline", SearchOptions{}); len(hits) != 1 {
+	if hits := semantic(t, s, c, projA.ID, "feline", memory.SearchOptions{}); len(hits) != 1 {
 		t.Fatalf("after re-embedding: %v", hitKeys(hits))
 	}
 	// A change while the record is being embedded: the vector of the old
@@ -257,7 +258,7 @@ func TestUpdateAndDeleteDropVectors(t *testing.T) {
 	for srv.Requests() == before {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if _, err := s.Update(ctx, projA, Selector{Key: "other"}, Patch{Body: &body2}); err != nil {
+	if _, err := s.Update(ctx, projA, memory.Selector{Key: "other"}, memory.Patch{Body: &body2}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Release()
@@ -265,13 +266,13 @@ func TestUpdateAndDeleteDropVectors(t *testing.T) {
 		t.Fatalf("raced round: %+v, want the changed record dropped", r)
 	}
 	embedAll(t, s, c)
-	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 || hits[0].Record.Key != "other" {
+	if hits := semantic(t, s, c, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 1 || hits[0].Record.Key != "other" {
 		t.Fatalf("after the race: %v", hitKeys(hits))
 	}
-	if _, err := s.Delete(ctx, projA, Selector{Key: "other"}); err != nil {
+	if _, err := s.Delete(ctx, projA, memory.Selector{Key: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	if hits := semantic(t, s, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+	if hits := semantic(t, s, c, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 0 {
 		t.Fatalf("deleted record still found: %v", hitKeys(hits))
 	}
 	if st, _ := s.EmbedStatus(ctx, "toy"); st.Vectors != 1 || st.Pending != 0 {
@@ -288,7 +289,7 @@ func TestModelChangeNeverMixes(t *testing.T) {
 	b := client(t, srv, "toy-b")
 	// Before b has embedded anything, a search by b finds nothing: a's
 	// vectors, of the same length, are never read for it.
-	if hits := semantic(t, s, b, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+	if hits := semantic(t, s, b, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 0 {
 		t.Fatalf("model b found %v through model a's vectors", hitKeys(hits))
 	}
 	n, err := s.QueueMissing(ctx, "toy-b")
@@ -298,7 +299,7 @@ func TestModelChangeNeverMixes(t *testing.T) {
 	if r := embedAll(t, s, b); r.Embedded != 2 {
 		t.Fatalf("re-embedded %+v", r)
 	}
-	if hits := semantic(t, s, b, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 || hits[0].Record.Key != "shipping" {
+	if hits := semantic(t, s, b, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 1 || hits[0].Record.Key != "shipping" {
 		t.Fatalf("model b: %v", hitKeys(hits))
 	}
 	st, _ := s.EmbedStatus(ctx, "toy-b")
@@ -309,7 +310,7 @@ func TestModelChangeNeverMixes(t *testing.T) {
 	if n, _ := s.QueueMissing(ctx, "toy-a"); n != 0 {
 		t.Fatalf("switching back queued %d", n)
 	}
-	if hits := semantic(t, s, a, projA.ID, "deploy", SearchOptions{}); len(hits) != 1 {
+	if hits := semantic(t, s, a, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 1 {
 		t.Fatalf("model a again: %v", hitKeys(hits))
 	}
 	if n, err := s.PruneVectors(ctx, "toy-b"); err != nil || n != 2 {
@@ -360,13 +361,13 @@ func TestSecretsNeverSent(t *testing.T) {
 	s, _ := mustOpen(t)
 	srv, c := standIn(t, "toy")
 	const secret = "AKIA" + "Z7QW3RTY5UXP2KLM"
-	if _, _, err := s.Put(ctx, projA, sem("token", "the token is "+secret)); !errors.Is(err, ErrSecretRejected) {
+	if _, _, err := s.Put(ctx, projA, sem("token", "the token is "+secret)); !errors.Is(err, memory.ErrSecretRejected) {
 		t.Fatalf("put a secret: %v", err)
 	}
 	put(t, s, projA, sem("fine", "ship the release"))
 	// A row that never went through Put (an older build's, say) is still
 	// scanned on its way out.
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at)
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at)
 		VALUES ('raw', ?, 0, 'semantic', 'raw', ?, 0, 0)`, string(projA.ID), "key "+secret); err != nil {
 		t.Fatal(err)
 	}
@@ -484,12 +485,12 @@ func TestLeaseEmbedding(t *testing.T) {
 func TestSemanticTeamIdentities(t *testing.T) {
 	s, _ := mustOpen(t)
 	_, c := standIn(t, "toy")
-	alice := Project{ID: TeamIdentity("acme", "alice", "default")}
-	alice2 := Project{ID: TeamIdentity("acme", "alice", "laptop")}
-	bob := Project{ID: TeamIdentity("acme", "bob", "default")}
-	eve := Project{ID: TeamIdentity("evil", "eve", "default")}
-	w := func(l scope.Level, key string) Write {
-		return Write{Scope: l, Type: Semantic, Key: key, Body: "ship the release"}
+	alice := memory.Project{ID: memory.TeamIdentity("acme", "alice", "default")}
+	alice2 := memory.Project{ID: memory.TeamIdentity("acme", "alice", "laptop")}
+	bob := memory.Project{ID: memory.TeamIdentity("acme", "bob", "default")}
+	eve := memory.Project{ID: memory.TeamIdentity("evil", "eve", "default")}
+	w := func(l scope.Level, key string) memory.Write {
+		return memory.Write{Scope: l, Type: memory.Semantic, Key: key, Body: "ship the release"}
 	}
 	put(t, s, alice, w(scope.Project, "alice-profile"))
 	put(t, s, alice2, w(scope.Workspace, "alice-user"))
@@ -499,7 +500,7 @@ func TestSemanticTeamIdentities(t *testing.T) {
 	put(t, s, projA, w(scope.Workspace, "machine-workspace"))
 	put(t, s, projA, w(scope.System, "machine-system"))
 	embedAll(t, s, c)
-	got := strings.Join(hitKeys(semantic(t, s, c, alice.ID, "deploy", SearchOptions{Limit: 20})), ",")
+	got := strings.Join(hitKeys(semantic(t, s, c, alice.ID, "deploy", memory.SearchOptions{Limit: 20})), ",")
 	for _, k := range []string{"alice-profile", "alice-user", "acme-team", "machine-system"} {
 		if !strings.Contains(got, k) {
 			t.Errorf("alice misses %s: %s", k, got)
@@ -517,9 +518,9 @@ func TestSemanticTeamIdentities(t *testing.T) {
 // rising down the list, no record twice, the limit and min_score kept.
 func TestFuseProperties(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
-	terms := Terms("postgres backup")
+	terms := memory.Terms("postgres backup")
 	for round := range 2000 {
-		pool := make([]Hit, 30)
+		pool := make([]memory.Hit, 30)
 		for i := range pool {
 			body := "something else"
 			switch r.Intn(3) {
@@ -528,10 +529,10 @@ func TestFuseProperties(t *testing.T) {
 			case 1:
 				body = "postgres only"
 			}
-			pool[i] = Hit{Record: Record{ID: fmt.Sprint(i), Key: fmt.Sprintf("k%d", i), Body: body}}
+			pool[i] = memory.Hit{Record: memory.Record{ID: fmt.Sprint(i), Key: fmt.Sprintf("k%d", i), Body: body}}
 		}
-		pick := func() []Hit {
-			var l []Hit
+		pick := func() []memory.Hit {
+			var l []memory.Hit
 			for _, i := range r.Perm(len(pool))[:r.Intn(len(pool))] {
 				l = append(l, pool[i])
 			}
@@ -578,8 +579,8 @@ func TestEmbedWaitingCountsOnlyWhatTheCallerSees(t *testing.T) {
 	s, _ := mustOpen(t)
 	put(t, s, projA, sem("mine", "x"))
 	put(t, s, projB, sem("theirs", "y"))
-	put(t, s, projB, Write{Scope: scope.System, Type: Semantic, Key: "shared", Body: "z"})
-	for p, want := range map[*Project]int{&projA: 2, &projB: 2} {
+	put(t, s, projB, memory.Write{Scope: scope.System, Type: memory.Semantic, Key: "shared", Body: "z"})
+	for p, want := range map[*memory.Project]int{&projA: 2, &projB: 2} {
 		if n, err := s.EmbedWaiting(ctx, p.ID, "m"); err != nil || n != want {
 			t.Errorf("%s: %d waiting, %v; want %d", p.ID, n, err, want)
 		}
@@ -620,10 +621,10 @@ func TestCutTextIsScannedAgain(t *testing.T) {
 	token := "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5" + "hJ7kL9"
 	filler := strings.Repeat("word ", 80)                            // 400 bytes
 	body := filler + token + " " + strings.Repeat("word ", 90)[:436] // "k\n\n"+body is 886 bytes; its half ends 36 bytes into the token
-	if _, found := secrets.Scan(EmbedText(Record{Key: "k", Body: body})); found {
+	if _, found := secrets.Scan(EmbedText(memory.Record{Key: "k", Body: body})); found {
 		t.Fatal("the whole text already looks like a secret; the test proves nothing")
 	}
-	if cut := cutText(EmbedText(Record{Key: "k", Body: body}), 443); !strings.HasSuffix(cut, token[:40]) {
+	if cut := cutText(EmbedText(memory.Record{Key: "k", Body: body}), 443); !strings.HasSuffix(cut, token[:40]) {
 		t.Fatalf("the cut ends in %q", cut[len(cut)-20:])
 	}
 	put(t, s, projA, sem("k", body))
@@ -679,7 +680,7 @@ func TestTwoModelsShareTheQueue(t *testing.T) {
 	if r := embedAll(t, s, b); r.Embedded != 1 {
 		t.Fatalf("model b embedded %+v", r)
 	}
-	if hits := semantic(t, s, b, projA.ID, "release", SearchOptions{}); len(hits) != 2 {
+	if hits := semantic(t, s, b, projA.ID, "release", memory.SearchOptions{}); len(hits) != 2 {
 		t.Fatalf("model b: %v", hitKeys(hits))
 	}
 }
@@ -714,7 +715,7 @@ func TestHybridFindsDeepExactHits(t *testing.T) {
 	put(t, s, projA, sem("exact", filler+" postgres "+filler+" backup "+filler))
 	embedAll(t, s, c)
 	for _, limit := range []int{1, 5, 10} {
-		hits := hybrid(t, s, c, projA.ID, "postgres backup", SearchOptions{Limit: limit})
+		hits := hybrid(t, s, c, projA.ID, "postgres backup", memory.SearchOptions{Limit: limit})
 		if len(hits) == 0 || hits[0].Record.Key != "exact" {
 			t.Errorf("limit %d: %v, want the exact hit first", limit, hitKeys(hits))
 		}
@@ -750,7 +751,7 @@ func TestRestoreSeenByTheVectorIndex(t *testing.T) {
 	put(t, server, projA, sem("shipping", "ship the release"))
 	put(t, server, projA, sem("deploying", "deploy to production"))
 	embedAll(t, server, c)
-	if hits := semantic(t, server, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 2 {
+	if hits := semantic(t, server, c, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 2 {
 		t.Fatalf("before the restore: %v", hitKeys(hits))
 	}
 
@@ -762,10 +763,10 @@ func TestRestoreSeenByTheVectorIndex(t *testing.T) {
 	if err := admin.RestoreFrom(ctx, backup, filepath.Join(dir, "kept.db"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if hits := semantic(t, server, c, projA.ID, "deploy", SearchOptions{}); len(hits) != 0 {
+	if hits := semantic(t, server, c, projA.ID, "deploy", memory.SearchOptions{}); len(hits) != 0 {
 		t.Errorf("after the restore, deploy finds %v by the vectors of records gone", hitKeys(hits))
 	}
-	if hits := semantic(t, server, c, projA.ID, "feline", SearchOptions{}); len(hits) != 6 {
+	if hits := semantic(t, server, c, projA.ID, "feline", memory.SearchOptions{}); len(hits) != 6 {
 		t.Errorf("after the restore, feline finds %v, want the 6 restored", hitKeys(hits))
 	}
 }
@@ -780,7 +781,7 @@ func TestSecretInKeyNeverSent(t *testing.T) {
 		t.Fatal("the token is not a secret to the scanner; the test proves nothing")
 	}
 	// A row that never went through Put, as an older build stored it.
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at)
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at)
 		VALUES ('raw', ?, 0, 'semantic', ?, 'notes', 0, 0)`, string(projA.ID), token); err != nil {
 		t.Fatal(err)
 	}
@@ -881,7 +882,7 @@ func TestHybridMinScoreDropsMereNeighbours(t *testing.T) {
 	put(t, s, projA, sem("pets", "The kitten sleeps on the sofa."))
 	put(t, s, projA, sem("deploy", "Releases are tagged on main and deployed by CI."))
 	embedAll(t, s, c)
-	all := hybrid(t, s, c, projA.ID, "zebra violin", SearchOptions{})
+	all := hybrid(t, s, c, projA.ID, "zebra violin", memory.SearchOptions{})
 	if len(all) == 0 {
 		t.Fatal("hybrid of an unrelated query found no neighbour at all; the test needs some")
 	}
@@ -890,11 +891,35 @@ func TestHybridMinScoreDropsMereNeighbours(t *testing.T) {
 			t.Errorf("mere neighbour %s scores %v", h.Record.Key, h.Score)
 		}
 	}
-	if cut := hybrid(t, s, c, projA.ID, "zebra violin", SearchOptions{MinScore: 0.5}); len(cut) != 0 {
+	if cut := hybrid(t, s, c, projA.ID, "zebra violin", memory.SearchOptions{MinScore: 0.5}); len(cut) != 0 {
 		t.Errorf("min_score 0.5 kept mere neighbours: %v", hitKeys(cut))
 	}
-	near := hybrid(t, s, c, projA.ID, "feline", SearchOptions{MinScore: 0.5})
+	near := hybrid(t, s, c, projA.ID, "feline", memory.SearchOptions{MinScore: 0.5})
 	if len(near) == 0 || near[0].Record.Key != "pets" {
 		t.Errorf("min_score 0.5 dropped the record near in meaning: %v", hitKeys(near))
+	}
+}
+
+// The vector index too sees at once what another Store embedded, and
+// what it removed.
+func TestSeesVectorsOfOtherStores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.db")
+	s1 := openPath(t, path)
+	s2 := openPath(t, path)
+	_, c := standIn(t, "toy")
+	const q = "feline"
+	if hits := semantic(t, s1, c, projA.ID, q, memory.SearchOptions{}); len(hits) != 0 {
+		t.Fatalf("hits in an empty store: %v", hitKeys(hits))
+	}
+	put(t, s2, projA, sem("pets", "The kitten sleeps on the sofa."))
+	embedAll(t, s2, c)
+	if hits := semantic(t, s1, c, projA.ID, q, memory.SearchOptions{}); len(hits) == 0 || hits[0].Record.Key != "pets" {
+		t.Fatalf("the other store's vector is not seen: %v", hitKeys(hits))
+	}
+	if _, err := s2.Delete(ctx, projA, memory.Selector{Key: "pets", Type: memory.Semantic}); err != nil {
+		t.Fatal(err)
+	}
+	if hits := semantic(t, s1, c, projA.ID, q, memory.SearchOptions{}); len(hits) != 0 {
+		t.Fatalf("the other store's delete is not seen: %v", hitKeys(hits))
 	}
 }

@@ -1,13 +1,13 @@
-package memory
+package semantic
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
+
+	"prom.codes/memory-mcp/memory"
 
 	"prom.codes/memory-mcp/memory/excerpt"
 	"prom.codes/memory-mcp/memory/index"
@@ -33,7 +33,7 @@ func ParseMode(field, s string) (Mode, error) {
 	case "", ModeKeyword, ModeSemantic, ModeHybrid:
 		return m, nil
 	}
-	return "", Errorf(CodeInvalidArgument, field, "unknown mode (want keyword, semantic or hybrid)")
+	return "", memory.Errorf(memory.CodeInvalidArgument, field, "unknown mode (want keyword, semantic or hybrid)")
 }
 
 func searchLimit(n int) int {
@@ -50,22 +50,21 @@ func searchLimit(n int) int {
 // those not similar at all. opts.Query only shapes the previews. Only
 // this project's records and the shared scopes' are read.
 // Errors: CodeInvalidArgument for an empty or zero query vector.
-func (s *Store) SemanticSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
-	return retry(ctx, s, func() ([]Hit, error) { return s.semanticSearch1(ctx, p, opts, model, query) })
+func (s *Index) SemanticSearch(ctx context.Context, p scope.Identity, opts memory.SearchOptions, model string, query []float32) ([]memory.Hit, error) {
+	return memory.Retry(ctx, s.st, func() ([]memory.Hit, error) { return s.semanticSearch1(ctx, p, opts, model, query) })
 }
 
-func (s *Store) semanticSearch1(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
+func (s *Index) semanticSearch1(ctx context.Context, p scope.Identity, opts memory.SearchOptions, model string, query []float32) ([]memory.Hit, error) {
 	q := vector.Unit(query)
 	if q == nil {
-		return nil, Errorf(CodeInvalidArgument, "query", "has no vector")
+		return nil, memory.Errorf(memory.CodeInvalidArgument, "query", "has no vector")
 	}
 	limit := searchLimit(opts.Limit)
-	if err := s.vectors.catchUp(ctx, s.db, model, len(q)); err != nil {
+	if err := s.vectors.catchUp(ctx, s.st.DB(), model, len(q)); err != nil {
 		return nil, fmt.Errorf("semantic search: %w", err)
 	}
-	keys, global := visibleBuckets(p), globalFrom(p)
-	terms, words := excerpt.Analyze(opts.Query)
-	hits := []Hit{}
+	keys, global := memory.VisibleBuckets(p)
+	hits := []memory.Hit{}
 	seen := map[int64]bool{}
 	// Filters and the scope chain are judged on the rows, so read more
 	// neighbours than wanted, and more again when too many fall out.
@@ -78,22 +77,22 @@ func (s *Store) semanticSearch1(ctx context.Context, p scope.Identity, opts Sear
 				fresh = append(fresh, n)
 			}
 		}
-		recs, err := s.effectiveRows(ctx, p, fresh)
+		ids := make([]int64, len(fresh))
+		for i, n := range fresh {
+			ids[i] = n.ID
+		}
+		found, err := s.st.Found(ctx, p, opts, ids)
 		if err != nil {
 			return nil, fmt.Errorf("semantic search: %w", err)
 		}
 		for _, n := range fresh {
-			rec, ok := recs[n.ID]
-			if !ok || !passes(rec, opts) {
+			h, ok := found[n.ID]
+			if !ok || !passes(h.Record, opts) {
 				continue
 			}
-			score := min(1, max(0, float64(n.Sim)))
-			if score < opts.MinScore {
+			h.Score = min(1, max(0, float64(n.Sim)))
+			if h.Score < opts.MinScore {
 				continue
-			}
-			h := Hit{Record: rec, Score: score, Preview: preview(rec, terms, words)}
-			if !opts.Bodies {
-				h.Record.Body = ""
 			}
 			hits = append(hits, h)
 		}
@@ -106,39 +105,8 @@ func (s *Store) semanticSearch1(ctx context.Context, p scope.Identity, opts Sear
 	return hits[:min(limit, len(hits))], nil
 }
 
-// effectiveRows reads the records of ns that p sees as effective: visible,
-// not expired, and not shadowed by a narrower record of the same name.
-func (s *Store) effectiveRows(ctx context.Context, p scope.Identity, ns []vector.Match) (map[int64]Record, error) {
-	out := map[int64]Record{}
-	if len(ns) == 0 {
-		return out, nil
-	}
-	ids := make([]string, len(ns))
-	for i, n := range ns {
-		ids[i] = strconv.FormatInt(n.ID, 10)
-	}
-	// The rowids go in as one argument, not in the text: one statement,
-	// prepared once per connection, rather than one per set of rowids.
-	rows, err := s.db.QueryContext(ctx, `SELECT r.rowid, r.project, `+cols+` FROM records r WHERE `+s.inIDs("r.rowid", "@ids")+` AND `+effective,
-		s.b.NamedArgs(append(s.args(p), sql.Named("ids", "["+strings.Join(ids, ",")+"]")))...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id int64
-		var project string
-		r, err := scanRecord(withRowid{rows, &id, &project})
-		if err != nil {
-			return nil, err
-		}
-		out[id] = r
-	}
-	return out, rows.Err()
-}
-
 // passes reports whether r passes opts's filters.
-func passes(r Record, opts SearchOptions) bool {
+func passes(r memory.Record, opts memory.SearchOptions) bool {
 	if opts.Type != "" && r.Type != opts.Type || len(opts.Types) > 0 && !slices.Contains(opts.Types, r.Type) {
 		return false
 	}
@@ -170,19 +138,19 @@ const rrfK = 60
 // among the best 100 keyword matches. opts.MinScore applies to
 // the fused score. Errors: those of Search, but a query with no
 // searchable word is searched by meaning alone.
-func (s *Store) HybridSearch(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
-	return retry(ctx, s, func() ([]Hit, error) { return s.hybridSearch1(ctx, p, opts, model, query) })
+func (s *Index) HybridSearch(ctx context.Context, p scope.Identity, opts memory.SearchOptions, model string, query []float32) ([]memory.Hit, error) {
+	return memory.Retry(ctx, s.st, func() ([]memory.Hit, error) { return s.hybridSearch1(ctx, p, opts, model, query) })
 }
 
-func (s *Store) hybridSearch1(ctx context.Context, p scope.Identity, opts SearchOptions, model string, query []float32) ([]Hit, error) {
+func (s *Index) hybridSearch1(ctx context.Context, p scope.Identity, opts memory.SearchOptions, model string, query []float32) ([]memory.Hit, error) {
 	limit := searchLimit(opts.Limit)
 	deep := opts
 	// The keyword ranking is read as deep as it goes: BM25 can put a long
 	// record holding every word below dozens of short ones repeating one
 	// of them, and an exact hit it leaves out cannot be put first.
 	deep.Limit, deep.MinScore, deep.Bodies = 100, 0, true
-	kw, err := s.Search(ctx, p, deep)
-	if err != nil && !errors.Is(err, ErrInvalidArgument) {
+	kw, err := s.st.Search(ctx, p, deep)
+	if err != nil && !errors.Is(err, memory.ErrInvalidArgument) {
 		return nil, err
 	}
 	near := deep
@@ -198,12 +166,12 @@ func (s *Store) hybridSearch1(ctx context.Context, p scope.Identity, opts Search
 			want = append(want, words[t])
 		}
 	}
-	return fuse(kw, sem, Terms(opts.Query), want, limit, opts.MinScore, opts.Bodies), nil
+	return fuse(kw, sem, memory.Terms(opts.Query), want, limit, opts.MinScore, opts.Bodies), nil
 }
 
 // fused is one record in a fusion.
 type fused struct {
-	hit    Hit
+	hit    memory.Hit
 	score  float64
 	exact  bool
 	kwRank int     // 1-based; 0 when the keyword ranking does not hold it
@@ -214,10 +182,10 @@ type fused struct {
 // first, with bodies) as HybridSearch describes. A keyword hit whose Why
 // lacks one of want (query words) holds some words only, and its text is
 // not analysed again; nil want reads every text.
-func fuse(kw, sem []Hit, terms, want []string, limit int, minScore float64, bodies bool) []Hit {
+func fuse(kw, sem []memory.Hit, terms, want []string, limit int, minScore float64, bodies bool) []memory.Hit {
 	byID := map[string]*fused{}
 	var all []*fused
-	get := func(h Hit) *fused {
+	get := func(h memory.Hit) *fused {
 		f, ok := byID[h.Record.ID]
 		if !ok {
 			f = &fused{hit: h}
@@ -227,13 +195,13 @@ func fuse(kw, sem []Hit, terms, want []string, limit int, minScore float64, bodi
 		return f
 	}
 	lists := 0
-	for _, l := range [][]Hit{kw, sem} {
+	for _, l := range [][]memory.Hit{kw, sem} {
 		if len(l) > 0 {
 			lists++
 		}
 	}
 	if lists == 0 {
-		return []Hit{}
+		return []memory.Hit{}
 	}
 	best := float64(lists) / (rrfK + 1)
 	for i, h := range kw {
@@ -290,7 +258,7 @@ func fuse(kw, sem []Hit, terms, want []string, limit int, minScore float64, bodi
 		}
 		return 0
 	})
-	out := make([]Hit, 0, min(limit, len(all)))
+	out := make([]memory.Hit, 0, min(limit, len(all)))
 	for _, f := range all {
 		if len(out) == limit || f.score < minScore {
 			break
@@ -316,7 +284,7 @@ func containsAll(have, want []string) bool {
 
 // holdsAll reports whether r holds every one of terms (analyzed query
 // terms) in its key, description, body or tags.
-func holdsAll(r Record, terms []string) bool {
+func holdsAll(r memory.Record, terms []string) bool {
 	if len(terms) == 0 {
 		return false
 	}

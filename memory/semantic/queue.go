@@ -1,4 +1,4 @@
-package memory
+package semantic
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"prom.codes/memory-mcp/memory"
 
 	"prom.codes/memory-mcp/scope"
 	"prom.codes/memory-mcp/secrets"
@@ -50,7 +52,7 @@ type EmbedResult struct {
 
 // EmbedText is the text a record is embedded by: its key as words, its
 // description, its tags and its body, cut to MaxEmbedText bytes.
-func EmbedText(r Record) string {
+func EmbedText(r memory.Record) string {
 	var b strings.Builder
 	b.WriteString(strings.NewReplacer("-", " ", "_", " ", ".", " ").Replace(r.Key))
 	if r.Description != "" {
@@ -97,7 +99,7 @@ func notEmbedded(model string) string {
 // sent. A record changed while it was being embedded keeps its place in
 // the queue. Errors: the endpoint's, when it cannot be used now (the
 // vectors it gave before failing are kept), and the database's.
-func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n int) (EmbedResult, error) {
+func (s *Index) EmbedPending(ctx context.Context, model string, e Embedder, n int) (EmbedResult, error) {
 	if err := s.wantEmbeddings(ctx); err != nil {
 		return EmbedResult{}, err
 	}
@@ -108,14 +110,14 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 	// A record queued with a vector of model already is another model's
 	// work (a server sharing the database with another model queued it):
 	// it stays queued for that server.
-	rows, err := s.db.QueryContext(ctx, `SELECT q.seq, q.rid, q.tries, r.key, r.description, r.body, r.tags, r.expires_at
+	rows, err := s.st.DB().QueryContext(ctx, `SELECT q.seq, q.rid, q.tries, r.key, r.description, r.body, r.tags, r.expires_at
 		FROM embed_queue q LEFT JOIN records r ON r.rowid = q.rid WHERE q.tries < $1 AND `+notEmbedded("$2")+`
 		ORDER BY q.seq LIMIT $3`, maxTries, model, n)
 	if err != nil {
 		return res, fmt.Errorf("read embedding queue: %w", err)
 	}
 	var items []*pending
-	now := s.now().UnixNano()
+	now := s.st.Now().UnixNano()
 	for rows.Next() {
 		var it pending
 		var key, desc, body, tags sql.NullString
@@ -129,7 +131,7 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 			it.drop = true
 			continue
 		}
-		r := Record{Key: key.String, Description: desc.String, Body: body.String}
+		r := memory.Record{Key: key.String, Description: desc.String, Body: body.String}
 		if err := json.Unmarshal([]byte(tags.String), &r.Tags); err != nil {
 			it.drop = true
 			continue
@@ -171,7 +173,7 @@ func (s *Store) EmbedPending(ctx context.Context, model string, e Embedder, n in
 // leaks reports whether r's text to embed, or its fields as stored (the
 // text spells the key's separators as spaces, which can break a token
 // apart), look like they hold a secret.
-func leaks(r Record, text string) bool {
+func leaks(r memory.Record, text string) bool {
 	for _, f := range append([]string{text, r.Key, r.Description, r.Body}, r.Tags...) {
 		if _, found := secrets.Scan(f); found {
 			return true
@@ -270,8 +272,8 @@ func rejected(err error) bool {
 
 // keepVectors stores the vectors of items whose queue rows are unchanged
 // and takes those rows off the queue.
-func (s *Store) keepVectors(ctx context.Context, model string, items []*pending, res *EmbedResult) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Index) keepVectors(ctx context.Context, model string, items []*pending, res *EmbedResult) error {
+	return s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		*res = EmbedResult{}
 		checked := map[int]bool{} // lengths of vector known to be the model's
 		for _, it := range items {
@@ -387,11 +389,11 @@ func decodeVector(b []byte) []float32 {
 // last changed, as the queue would have held them. Another process's
 // write cannot slip between the two: both take the write lock. PostgreSQL
 // queues always.
-func (s *Store) wantEmbeddings(ctx context.Context) error {
-	if s.pg || s.embedWanted.Load() {
+func (s *Index) wantEmbeddings(ctx context.Context) error {
+	if s.st.Backend() == "postgres" || s.wanted.Load() {
 		return nil
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `INSERT INTO embed_wanted (id) VALUES (1) ON CONFLICT DO NOTHING`)
 		if err != nil {
 			return err
@@ -408,14 +410,14 @@ func (s *Store) wantEmbeddings(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("queue records to embed: %w", err)
 	}
-	s.embedWanted.Store(true)
+	s.wanted.Store(true)
 	return nil
 }
 
 // QueueMissing queues every record with no vector of model that is not
 // queued yet (all of them, after a change of model), and gives records
 // refused before another chance. It returns how many records are queued.
-func (s *Store) QueueMissing(ctx context.Context, model string) (int, error) {
+func (s *Index) QueueMissing(ctx context.Context, model string) (int, error) {
 	return s.queueMissing(ctx, model, true)
 }
 
@@ -425,12 +427,12 @@ func (s *Store) QueueMissing(ctx context.Context, model string) (int, error) {
 // model only. Records refused before keep their count of refusals. It
 // returns how many records are queued; with no other model's vectors in
 // the store it reads nothing and returns 0.
-func (s *Store) QueueOthersEmbedded(ctx context.Context, model string) (int, error) {
+func (s *Index) QueueOthersEmbedded(ctx context.Context, model string) (int, error) {
 	if err := s.wantEmbeddings(ctx); err != nil {
 		return 0, err
 	}
 	var others bool
-	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model <> $1)`, model).Scan(&others); err != nil {
+	if err := s.st.DB().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM embed_vectors WHERE model <> $1)`, model).Scan(&others); err != nil {
 		return 0, fmt.Errorf("queue records to embed: %w", err)
 	}
 	if !others {
@@ -439,12 +441,12 @@ func (s *Store) QueueOthersEmbedded(ctx context.Context, model string) (int, err
 	return s.queueMissing(ctx, model, false)
 }
 
-func (s *Store) queueMissing(ctx context.Context, model string, retry bool) (int, error) {
+func (s *Index) queueMissing(ctx context.Context, model string, retry bool) (int, error) {
 	if err := s.wantEmbeddings(ctx); err != nil {
 		return 0, err
 	}
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_queue (rid) SELECT r.rowid FROM records r
 			WHERE NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = r.rowid AND v.model = $1)
 			AND NOT EXISTS (SELECT 1 FROM embed_queue q WHERE q.rid = r.rowid) ORDER BY r.rowid`, model); err != nil {
@@ -475,12 +477,12 @@ type EmbedStatus struct {
 
 // EmbedStatus counts the vectors of model and of other models, and the
 // records waiting.
-func (s *Store) EmbedStatus(ctx context.Context, model string) (EmbedStatus, error) {
+func (s *Index) EmbedStatus(ctx context.Context, model string) (EmbedStatus, error) {
 	if err := s.wantEmbeddings(ctx); err != nil {
 		return EmbedStatus{}, err
 	}
 	st := EmbedStatus{Model: model, Others: map[string]int{}}
-	rows, err := s.db.QueryContext(ctx, `SELECT model, max(dims), count(*) FROM embed_vectors GROUP BY model`)
+	rows, err := s.st.DB().QueryContext(ctx, `SELECT model, max(dims), count(*) FROM embed_vectors GROUP BY model`)
 	if err != nil {
 		return st, fmt.Errorf("count vectors: %w", err)
 	}
@@ -504,7 +506,7 @@ func (s *Store) EmbedStatus(ctx context.Context, model string) (EmbedStatus, err
 	if len(st.Others) == 0 {
 		st.Others = nil
 	}
-	err = s.db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE tries < $1), count(*) FILTER (WHERE tries >= $2) FROM embed_queue`, maxTries, maxTries).Scan(&st.Pending, &st.Refused)
+	err = s.st.DB().QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE tries < $1), count(*) FILTER (WHERE tries >= $2) FROM embed_queue`, maxTries, maxTries).Scan(&st.Pending, &st.Refused)
 	if err != nil {
 		return st, fmt.Errorf("count queued records: %w", err)
 	}
@@ -513,9 +515,9 @@ func (s *Store) EmbedStatus(ctx context.Context, model string) (EmbedStatus, err
 
 // PruneVectors deletes the vectors of every model but keep, and reports
 // how many.
-func (s *Store) PruneVectors(ctx context.Context, keep string) (int64, error) {
+func (s *Index) PruneVectors(ctx context.Context, keep string) (int64, error) {
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `DELETE FROM embed_vectors WHERE model <> $1`, keep)
 		if err != nil {
 			return err
@@ -531,12 +533,12 @@ func (s *Store) PruneVectors(ctx context.Context, keep string) (int64, error) {
 
 // EmbedQueued counts the records waiting to be embedded with model,
 // leaving out those the endpoint refused.
-func (s *Store) EmbedQueued(ctx context.Context, model string) (int, error) {
+func (s *Index) EmbedQueued(ctx context.Context, model string) (int, error) {
 	if err := s.wantEmbeddings(ctx); err != nil {
 		return 0, err
 	}
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE tries < $1 AND `+notEmbedded("$2"), maxTries, model).Scan(&n); err != nil {
+	if err := s.st.DB().QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q WHERE tries < $1 AND `+notEmbedded("$2"), maxTries, model).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}
 	return n, nil
@@ -545,13 +547,13 @@ func (s *Store) EmbedQueued(ctx context.Context, model string) (int, error) {
 // LeaseEmbedding makes holder the process that embeds the queue for d,
 // unless another holds a lease that has not run out, and reports whether
 // holder has it. Holding it again renews it.
-func (s *Store) LeaseEmbedding(ctx context.Context, holder string, d time.Duration) (bool, error) {
+func (s *Index) LeaseEmbedding(ctx context.Context, holder string, d time.Duration) (bool, error) {
 	if err := s.wantEmbeddings(ctx); err != nil {
 		return false, err
 	}
-	now := s.now()
+	now := s.st.Now()
 	var got string
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO embed_lease (id, holder, until) VALUES (1, $1, $2)
 			ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, until = excluded.until
 			WHERE embed_lease.until <= $3 OR embed_lease.holder = excluded.holder`, holder, now.Add(d).UnixNano(), now.UnixNano()); err != nil {
@@ -567,8 +569,8 @@ func (s *Store) LeaseEmbedding(ctx context.Context, holder string, d time.Durati
 
 // ReleaseEmbedding gives up holder's lease, so another process can take
 // over at once.
-func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+func (s *Index) ReleaseEmbedding(ctx context.Context, holder string) error {
+	return s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE embed_lease SET until = 0 WHERE id = 1 AND holder = $1`, holder)
 		return err
 	})
@@ -578,14 +580,15 @@ func (s *Store) ReleaseEmbedding(ctx context.Context, holder string) error {
 // model, leaving out those the endpoint refused. Records p cannot see
 // are not counted: on a team server their number is not the caller's
 // business.
-func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string) (int, error) {
+func (s *Index) EmbedWaiting(ctx context.Context, p scope.Identity, model string) (int, error) {
 	if err := s.wantEmbeddings(ctx); err != nil {
 		return 0, err
 	}
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q JOIN records r ON r.rowid = q.rid
+	visible, args := s.st.Visible(p, sql.Named("tries", maxTries), sql.Named("model", model))
+	err := s.st.DB().QueryRowContext(ctx, `SELECT count(*) FROM embed_queue q JOIN records r ON r.rowid = q.rid
 		WHERE q.tries < @tries AND NOT EXISTS (SELECT 1 FROM embed_vectors v WHERE v.rid = q.rid AND v.model = @model)
-		AND `+visible, s.b.NamedArgs(s.args(p, sql.Named("tries", maxTries), sql.Named("model", model)))...).Scan(&n)
+		AND `+visible, args...).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count queued records: %w", err)
 	}
@@ -596,16 +599,16 @@ func (s *Store) EmbedWaiting(ctx context.Context, p scope.Identity, model string
 // dimensions (a query's, say). If its stored vectors have another length,
 // the model was replaced under its name: they are dropped and their
 // records queued again. It reports whether that happened.
-func (s *Store) NoteDims(ctx context.Context, model string, dims int) (bool, error) {
+func (s *Index) NoteDims(ctx context.Context, model string, dims int) (bool, error) {
 	var other int
-	if err := s.db.QueryRowContext(ctx, `SELECT CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = $1 AND dims < $2) AS INTEGER)
+	if err := s.st.DB().QueryRowContext(ctx, `SELECT CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = $1 AND dims < $2) AS INTEGER)
 		+ CAST(EXISTS (SELECT 1 FROM embed_vectors WHERE model = $1 AND dims > $2) AS INTEGER)`, model, dims).Scan(&other); err != nil {
 		return false, fmt.Errorf("check vector length: %w", err)
 	}
 	if other == 0 {
 		return false, nil
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error { return checkDims(ctx, tx, model, dims) })
+	err := s.st.WriteTx(ctx, func(tx *sql.Tx) error { return checkDims(ctx, tx, model, dims) })
 	if err != nil {
 		return false, fmt.Errorf("check vector length: %w", err)
 	}

@@ -1,4 +1,4 @@
-package memory
+package semantic
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"prom.codes/memory-mcp/memory"
 )
 
 // queued counts the embedding queue's rows as the database holds them.
-func queued(t *testing.T, s *Store) int {
+func queued(t *testing.T, s *testStore) int {
 	t.Helper()
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_queue`).Scan(&n); err != nil {
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM embed_queue`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -62,7 +64,7 @@ func TestWritesQueueForEmbeddingOnceAsked(t *testing.T) {
 		t.Fatalf("embedded %+v, want 7", res)
 	}
 	body := "a kitten on the sofa"
-	if _, err := other.Update(ctx, projA, Selector{Key: "fact-0"}, Patch{Body: &body}); err != nil {
+	if _, err := other.Update(ctx, projA, memory.Selector{Key: "fact-0"}, memory.Patch{Body: &body}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := s.EmbedStatus(ctx, "toy"); st.Vectors != 6 || st.Pending != 1 {
@@ -90,7 +92,7 @@ func TestQueueingBeginsWhileAnotherProcessWrites(t *testing.T) {
 	go func() {
 		n := 0
 		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); n++ {
-			if _, _, err := writer.Put(ctx, projA, Write{Type: Working, Key: fmt.Sprintf("note-%d", n), Body: "a note"}); err != nil {
+			if _, _, err := writer.Put(ctx, projA, memory.Write{Type: memory.Working, Key: fmt.Sprintf("note-%d", n), Body: "a note"}); err != nil {
 				t.Error(err)
 				break
 			}
@@ -103,7 +105,7 @@ func TestQueueingBeginsWhileAnotherProcessWrites(t *testing.T) {
 	}
 	n := <-done
 	var rows, distinct int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT rid) FROM embed_queue`).Scan(&rows, &distinct); err != nil {
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*), count(DISTINCT rid) FROM embed_queue`).Scan(&rows, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if rows != n || distinct != n {
@@ -125,9 +127,8 @@ func TestUpgradeKeepsQueueingWhereEmbeddingsWereUsed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			old := &Store{now: time.Now, path: path, db: db, writing: make(chan struct{}, 1)}
 			// Up to the one before queueing on demand.
-			if err := migrateTo(old.db, names, slices.Index(names, "migrations/0020_embed_on_demand.sql")); err != nil {
+			if err := migrateTo(db, names, slices.Index(names, "migrations/0020_embed_on_demand.sql")); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 2 {
@@ -160,7 +161,7 @@ func TestUpgradeKeepsQueueingWhereEmbeddingsWereUsed(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rows, distinct int
-			if err := s.db.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT rid) FROM embed_queue`).Scan(&rows, &distinct); err != nil {
+			if err := s.DB().QueryRowContext(ctx, `SELECT count(*), count(DISTINCT rid) FROM embed_queue`).Scan(&rows, &distinct); err != nil {
 				t.Fatal(err)
 			}
 			if rows != 3 || distinct != 3 {
@@ -182,16 +183,16 @@ func BenchmarkFirstEmbedQuestion(b *testing.B) {
 			}
 			defer s.Close()
 			for i := range n {
-				if _, _, err := s.Put(ctx, projA, Write{Type: Working, Key: fmt.Sprintf("note-%d", i), Body: "a note"}); err != nil {
+				if _, _, err := s.Put(ctx, projA, memory.Write{Type: memory.Working, Key: fmt.Sprintf("note-%d", i), Body: "a note"}); err != nil {
 					b.Fatal(err)
 				}
 			}
 			for b.Loop() {
 				b.StopTimer()
-				if _, err := s.db.ExecContext(ctx, `DELETE FROM embed_wanted; DELETE FROM embed_queue`); err != nil {
+				if _, err := s.DB().ExecContext(ctx, `DELETE FROM embed_wanted; DELETE FROM embed_queue`); err != nil {
 					b.Fatal(err)
 				}
-				s.embedWanted.Store(false)
+				s.wanted.Store(false)
 				b.StartTimer()
 				if got, err := s.EmbedQueued(ctx, "toy"); err != nil || got != n {
 					b.Fatalf("queued %d of %d records: %v", got, n, err)
@@ -215,7 +216,7 @@ func TestFirstEmbedQuestionThatFailsLeavesNothingHalfDone(t *testing.T) {
 		t.Fatal("a question whose caller is gone answered")
 	}
 	var wanted int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM embed_wanted`).Scan(&wanted); err != nil || wanted != 0 || queued(t, s) != 0 {
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM embed_wanted`).Scan(&wanted); err != nil || wanted != 0 || queued(t, s) != 0 {
 		t.Fatalf("after the failed question: wanted %d, %d queued, %v", wanted, queued(t, s), err)
 	}
 	if n, err := s.EmbedQueued(ctx, "toy"); err != nil || n != 20 || queued(t, s) != 20 {

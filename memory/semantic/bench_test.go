@@ -1,4 +1,4 @@
-package memory
+package semantic
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"testing"
 
+	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/vector"
 	"prom.codes/memory-mcp/scope"
 )
@@ -44,7 +45,7 @@ func BenchmarkSemanticSearch(b *testing.B) {
 		if i%10 < 3 {
 			p = projB
 		}
-		put(b, s, p, Write{Scope: scope.Project, Type: Semantic, Key: fmt.Sprintf("fact-%d", i), Body: fmt.Sprintf("fact number %d about things", i)})
+		put(b, s, p, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: fmt.Sprintf("fact-%d", i), Body: fmt.Sprintf("fact number %d about things", i)})
 	}
 	e := randomEmbedder{rand.New(rand.NewSource(1)), dims}
 	for {
@@ -60,7 +61,7 @@ func BenchmarkSemanticSearch(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			hits, err := s.SemanticSearch(ctx, projA.ID, SearchOptions{Query: "things", Limit: 10}, "m", q)
+			hits, err := s.SemanticSearch(ctx, projA.ID, memory.SearchOptions{Query: "things", Limit: 10}, "m", q)
 			if err != nil || len(hits) != 10 {
 				b.Fatalf("%d hits, %v", len(hits), err)
 			}
@@ -71,7 +72,7 @@ func BenchmarkSemanticSearch(b *testing.B) {
 	b.Run("min_score", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			hits, err := s.SemanticSearch(ctx, projA.ID, SearchOptions{Query: "things", Limit: 10, MinScore: 0.5}, "m", q)
+			hits, err := s.SemanticSearch(ctx, projA.ID, memory.SearchOptions{Query: "things", Limit: 10, MinScore: 0.5}, "m", q)
 			if err != nil || len(hits) != 0 {
 				b.Fatalf("%d hits, %v", len(hits), err)
 			}
