@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/dburl"
 	"prom.codes/memory-mcp/memory/pgtest"
 )
 
@@ -448,7 +449,7 @@ func TestScriptsPostgres(t *testing.T) {
 		u.User = url.UserPassword(u.User.Username(), testPassword)
 		e.Setenv("PROMETHEUS_MEMORY_DB_URL", u.String())
 		e.Setenv("DB_PASSWORD", testPassword)
-		e.Setenv("DB_SHOWN", dbShown(u.String()))
+		e.Setenv("DB_SHOWN", dburl.Shown(u.String()))
 		return nil
 	}
 	testscript.Run(t, p)
