@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/dburl"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
 	"prom.codes/memory-mcp/weave"
@@ -30,7 +31,7 @@ type Config struct {
 func loadConfig(getenv func(string) string) (Config, error) {
 	c := Config{TokenBudget: weave.DefaultMaxTokens, Confirmations: 2, LogLevel: slog.LevelInfo}
 	if v := strings.TrimSpace(getenv("PROMETHEUS_MEMORY_DB_URL")); v != "" {
-		if err := checkDBURL(v); err != nil {
+		if err := dburl.Check(v); err != nil {
 			return c, fmt.Errorf("PROMETHEUS_MEMORY_DB_URL: %w", err)
 		}
 		c.DBURL = v
@@ -79,4 +80,4 @@ func loadConfig(getenv func(string) string) (Config, error) {
 }
 
 // redact takes the database URL's password out of err's text.
-func (c Config) redact(err error) error { return redact(err, dbSecrets(c.DBURL)) }
+func (c Config) redact(err error) error { return dburl.Redact(err, dburl.Secrets(c.DBURL)) }

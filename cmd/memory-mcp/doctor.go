@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/agent"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/dburl"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
@@ -304,12 +305,12 @@ func (d *doctor) embeddings(ctx context.Context, cfg Config) {
 	}
 	resp, err := probeClient.Do(req)
 	if err != nil {
-		d.problem(area, fmt.Sprintf("%s does not answer: %v", shownURL(req.URL), errors.Unwrap(err)), "start the embeddings server, or unset PROMETHEUS_MEMORY_EMBEDDINGS_URL")
+		d.problem(area, fmt.Sprintf("%s does not answer: %v", dburl.ShownURL(req.URL), errors.Unwrap(err)), "start the embeddings server, or unset PROMETHEUS_MEMORY_EMBEDDINGS_URL")
 		return
 	}
 	resp.Body.Close()
 	if cfg.EmbeddingsModel == "" {
-		d.problem(area, fmt.Sprintf("%s answers, but PROMETHEUS_MEMORY_EMBEDDINGS_MODEL is not set", shownURL(req.URL)), "set it to the name of the embeddings model the endpoint serves, like nomic-embed-text")
+		d.problem(area, fmt.Sprintf("%s answers, but PROMETHEUS_MEMORY_EMBEDDINGS_MODEL is not set", dburl.ShownURL(req.URL)), "set it to the name of the embeddings model the endpoint serves, like nomic-embed-text")
 		return
 	}
 	d.embedProbe(ctx, cfg)
@@ -324,17 +325,17 @@ func (d *doctor) postgres(ctx context.Context, cfg Config) {
 	defer cancel()
 	st, err := openStore(ctx, cfg.DB(), nil)
 	if err != nil {
-		d.problem(area, cfg.dbError(err).Error(), "start the server or open the network path to "+dbAddr(cfg.DBURL)+"; check the user, password and database in PROMETHEUS_MEMORY_DB_URL (or --db)")
+		d.problem(area, cfg.dbError(err).Error(), "start the server or open the network path to "+dburl.Addr(cfg.DBURL)+"; check the user, password and database in PROMETHEUS_MEMORY_DB_URL (or --db)")
 		return
 	}
 	defer st.Close()
 	if err := st.Ping(ctx); err != nil {
-		d.problem(area, cfg.dbError(err).Error(), "check that "+dbAddr(cfg.DBURL)+" is up and reachable from here")
+		d.problem(area, cfg.dbError(err).Error(), "check that "+dburl.Addr(cfg.DBURL)+" is up and reachable from here")
 		return
 	}
 	stats, err := st.Stats(ctx)
 	if err != nil {
-		d.problem(area, redact(fmt.Errorf("read the schema of %s: %w", cfg.DBName(), err), dbSecrets(cfg.DBURL)).Error(), "grant the user of PROMETHEUS_MEMORY_DB_URL the rights of the database's owner")
+		d.problem(area, cfg.redact(fmt.Errorf("read the schema of %s: %w", cfg.DBName(), err)).Error(), "grant the user of PROMETHEUS_MEMORY_DB_URL the rights of the database's owner")
 		return
 	}
 	// Opening brought an older schema up to date, and refused a newer one.

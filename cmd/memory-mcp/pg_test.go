@@ -17,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"prom.codes/memory-mcp/memory/storetest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"prom.codes/memory-mcp/memory/pgtest"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/dburl"
 )
 
 // testPassword is put in every PostgreSQL URL the tests give the binary:
@@ -32,7 +34,7 @@ const testPassword = "pw-Zq81xK3"
 // PROMETHEUS_MEMORY_DB_URL (with a password in it). It returns the URL too.
 func pgEnv(t *testing.T) (env, string) {
 	t.Helper()
-	u, err := url.Parse(pgtest.New(t))
+	u, err := url.Parse(storetest.NewPostgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +231,7 @@ func awaitHealth(t *testing.T, s *teamServer, code int, within time.Duration) st
 // server are retried, and every write acknowledged before, during and after
 // is in the database.
 func TestTeamServerDatabaseOutage(t *testing.T) {
-	direct := pgtest.New(t)
+	direct := storetest.NewPostgres(t)
 	u, err := url.Parse(direct)
 	if err != nil {
 		t.Fatal(err)
@@ -417,7 +419,7 @@ func TestTeamServerDatabaseOutage(t *testing.T) {
 // and those of testdata/script that hold for any store, each on a database
 // of its own.
 func TestScriptsPostgres(t *testing.T) {
-	pgtest.ServerURL(t)
+	storetest.PostgresServer(t)
 	p := scriptParams()
 	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "script", "postgres", "*.txtar"))
 	if err != nil || len(files) == 0 {
@@ -434,7 +436,7 @@ func TestScriptsPostgres(t *testing.T) {
 			return err
 		}
 		mu.Lock()
-		u, err := url.Parse(pgtest.New(t))
+		u, err := url.Parse(storetest.NewPostgres(t))
 		mu.Unlock()
 		if err != nil {
 			return err
@@ -448,7 +450,7 @@ func TestScriptsPostgres(t *testing.T) {
 		u.User = url.UserPassword(u.User.Username(), testPassword)
 		e.Setenv("PROMETHEUS_MEMORY_DB_URL", u.String())
 		e.Setenv("DB_PASSWORD", testPassword)
-		e.Setenv("DB_SHOWN", dbShown(u.String()))
+		e.Setenv("DB_SHOWN", dburl.Shown(u.String()))
 		return nil
 	}
 	testscript.Run(t, p)

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"prom.codes/memory-mcp/memory/pgtest"
 	"prom.codes/memory-mcp/memory/storetest"
 )
 
@@ -14,15 +13,15 @@ func sqliteDB(t *testing.T) string { return filepath.Join(t.TempDir(), "memory.d
 func TestSQLite(t *testing.T) { storetest.Run(t, sqliteDB) }
 
 func TestPostgres(t *testing.T) {
-	pgtest.ServerURL(t)
-	storetest.Run(t, func(t *testing.T) string { return pgtest.New(t) })
+	storetest.PostgresServer(t)
+	storetest.Run(t, func(t *testing.T) string { return storetest.NewPostgres(t) })
 }
 
 // The same corpus and queries give the same hits, in the same order with
 // the same scores, on both backends.
 func TestSearchSameOnBothBackends(t *testing.T) {
 	lite := storetest.SearchResults(t, storetest.Open(t, sqliteDB(t), storetest.NewClock()))
-	pg := storetest.SearchResults(t, storetest.Open(t, pgtest.New(t), storetest.NewClock()))
+	pg := storetest.SearchResults(t, storetest.Open(t, storetest.NewPostgres(t), storetest.NewClock()))
 	for i := range lite {
 		if lite[i] != pg[i] {
 			t.Errorf("sqlite   %s\npostgres %s", lite[i], pg[i])

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"prom.codes/memory-mcp/memory"
-	"prom.codes/memory-mcp/memory/pgtest"
 	"prom.codes/memory-mcp/memory/storetest"
 	"prom.codes/memory-mcp/scope"
 )
@@ -27,11 +26,11 @@ func benchStores(b *testing.B, n int, fn func(b *testing.B, s *memory.Store, p m
 		db   func(b *testing.B) string
 	}{
 		{"sqlite", func(b *testing.B) string { return b.TempDir() + "/memory.db" }},
-		{"postgres", func(b *testing.B) string { return pgtest.New(b) }},
+		{"postgres", func(b *testing.B) string { return storetest.NewPostgres(b) }},
 	}
 	for _, be := range backends {
 		b.Run(fmt.Sprintf("%s/%d", be.name, n), func(b *testing.B) {
-			if be.name == "postgres" && os.Getenv(pgtest.Env) == "" {
+			if be.name == "postgres" && os.Getenv(storetest.PostgresEnv) == "" {
 				b.Skip("no PostgreSQL")
 			}
 			s := storetest.Open(b, be.db(b), nil)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory"
-	"prom.codes/memory-mcp/memory/pgtest"
 	"prom.codes/memory-mcp/memory/storetest"
 	"prom.codes/memory-mcp/scope"
 )
@@ -232,7 +231,7 @@ func TestPostgresCommitCut(t *testing.T) {
 // URL, the proxy, the store, the project and the record's write.
 func readOnceBehindProxy(t *testing.T, root string) (string, *cutProxy, *memory.Store, memory.Project, memory.Write) {
 	t.Helper()
-	target := pgtest.New(t)
+	target := storetest.NewPostgres(t)
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)

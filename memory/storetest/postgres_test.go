@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"prom.codes/memory-mcp/memory"
-	"prom.codes/memory-mcp/memory/pgtest"
 	"prom.codes/memory-mcp/memory/storetest"
 	"prom.codes/memory-mcp/scope"
 )
@@ -41,7 +40,7 @@ func terminate(t *testing.T, target string) int {
 // Connections killed under a store: reads carry on, writes carry on, and
 // every write the store acknowledged is in the database afterwards.
 func TestPostgresConnectionLoss(t *testing.T) {
-	target := pgtest.New(t)
+	target := storetest.NewPostgres(t)
 	s := storetest.Open(t, target, nil)
 	p := memory.Project{ID: scope.IdentityOf("/work/loss")}
 	ctx := context.Background()
@@ -123,7 +122,7 @@ func TestPostgresConnectionLoss(t *testing.T) {
 
 // The URL's password never shows: not in Path, not in an error.
 func TestPostgresPasswordNeverShown(t *testing.T) {
-	u, err := url.Parse(pgtest.New(t))
+	u, err := url.Parse(storetest.NewPostgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +152,7 @@ func TestPostgresPasswordNeverShown(t *testing.T) {
 		t.Error("IsURL")
 	}
 	// A scheme in capitals is the same scheme.
-	upper := storetest.Open(t, "POSTGRESQL"+strings.TrimPrefix(pgtest.New(t), "postgres"), nil)
+	upper := storetest.Open(t, "POSTGRESQL"+strings.TrimPrefix(storetest.NewPostgres(t), "postgres"), nil)
 	if err := upper.Ping(context.Background()); err != nil {
 		t.Errorf("ping through a POSTGRESQL:// URL: %v", err)
 	}
@@ -161,7 +160,7 @@ func TestPostgresPasswordNeverShown(t *testing.T) {
 
 // What only a SQLite file can do says what to use instead.
 func TestPostgresUnsupported(t *testing.T) {
-	s := storetest.Open(t, pgtest.New(t), nil)
+	s := storetest.Open(t, storetest.NewPostgres(t), nil)
 	err := s.Backup(context.Background(), t.TempDir()+"/copy.db")
 	if !errorsIs(err, memory.ErrUnsupported) || !strings.Contains(err.Error(), "pg_dump") {
 		t.Errorf("backup = %v", err)
@@ -173,7 +172,7 @@ func TestPostgresUnsupported(t *testing.T) {
 
 // A database that does not exist says how to make one.
 func TestPostgresMissingDatabase(t *testing.T) {
-	u, err := url.Parse(pgtest.New(t))
+	u, err := url.Parse(storetest.NewPostgres(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +201,7 @@ func pgExec(t *testing.T, target string, stmts ...string) {
 
 // A database migrated by a newer build is refused, and left as it was.
 func TestPostgresNewerSchemaRefused(t *testing.T) {
-	target := pgtest.New(t)
+	target := storetest.NewPostgres(t)
 	s := storetest.Open(t, target, nil)
 	put := func(s *memory.Store) error {
 		_, _, err := s.Put(context.Background(), projX, memory.Write{Scope: scope.Project, Type: memory.Semantic, Key: "kept", Body: "still here"})
@@ -235,8 +234,8 @@ func TestPostgresLeastPrivilege(t *testing.T) {
 	rand.Read(b[:])
 	role := "memrole_" + hex.EncodeToString(b[:])
 	// Registered first, so it runs last: after the database is dropped.
-	t.Cleanup(func() { pgExec(t, pgtest.ServerURL(t), `DROP ROLE IF EXISTS `+role) })
-	target := pgtest.New(t)
+	t.Cleanup(func() { pgExec(t, storetest.PostgresServer(t), `DROP ROLE IF EXISTS `+role) })
+	target := storetest.NewPostgres(t)
 	ctx := context.Background()
 	pgExec(t, target, `CREATE ROLE `+role+` LOGIN PASSWORD 'pw-s3cret'`, `REVOKE CREATE ON SCHEMA public FROM PUBLIC`)
 	u, _ := url.Parse(target)
@@ -294,7 +293,7 @@ func TestPostgresLeastPrivilege(t *testing.T) {
 // clock has not seen expire: it would delete, for every replica, records
 // still alive.
 func TestPostgresFastClockPurgesNothingEarly(t *testing.T) {
-	target := pgtest.New(t)
+	target := storetest.NewPostgres(t)
 	right, fast := storetest.NewClock(), storetest.NewClock()
 	right.Add(time.Since(right.Now()))
 	fast.Add(time.Since(fast.Now()) + 48*time.Hour)
@@ -317,5 +316,26 @@ func TestPostgresFastClockPurgesNothingEarly(t *testing.T) {
 		if r, err := a.Get(context.Background(), p.ID, memory.Selector{Key: "alive", Type: typ}); err != nil || r.Body != "for an hour" {
 			t.Errorf("%s record after the fast replica's purge = %+v, %v", typ, r, err)
 		}
+	}
+}
+
+// NewPostgres gives each test an empty database of its own.
+func TestNewPostgresGivesAnEmptyDatabaseOfItsOwn(t *testing.T) {
+	a, b := storetest.NewPostgres(t), storetest.NewPostgres(t)
+	if a == b {
+		t.Fatalf("two tests share %s", a)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("new database has %d tables", n)
 	}
 }

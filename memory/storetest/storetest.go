@@ -1,10 +1,12 @@
 // Package storetest is the suite every store backend must pass: the same
 // calls, the same results, on SQLite and on PostgreSQL. A backend's test
 // calls Run with a function that makes an empty database and returns what
-// memory.Open takes for it (a file path or a postgres:// URL).
+// memory.Open takes for it (a file path or a postgres:// URL). NewPostgres
+// makes such a database for any test that needs PostgreSQL.
 //
 // It imports memory, its two backends (memory/sqlite, memory/postgres),
-// scope, memory/embed and its loopback stand-in, and the standard library.
+// scope, memory/embed and its loopback stand-in, pgx (to make and drop
+// test databases), and the standard library.
 package storetest
 
 import (

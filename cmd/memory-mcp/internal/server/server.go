@@ -1,9 +1,10 @@
 // Package server serves an App over MCP: the tools, resources and prompts,
 // the middleware that gives every failure a stable code, the stdio
-// transport with its line filter, and the team server over Streamable
-// HTTP (its bearer tokens checked by package auth). It is the only
-// package besides tests that imports the MCP SDK; it imports memory,
-// memory/embed, mirror, weave, scope and secrets, never package main.
+// transport (its line filter in package stdio), and the team server over
+// Streamable HTTP (its bearer tokens checked by package bearer). It
+// imports the MCP SDK, memory and its subpackages, mirror, weave, scope,
+// secrets and the internal packages stdio, bearer and schema, never
+// package main.
 package server
 
 import (

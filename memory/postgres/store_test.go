@@ -1,18 +1,44 @@
-package memory
+package postgres_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"prom.codes/memory-mcp/memory/pgtest"
+	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/postgres"
+	"prom.codes/memory-mcp/memory/sqlite"
+	"prom.codes/memory-mcp/memory/storetest"
+	"prom.codes/memory-mcp/scope"
 )
+
+var (
+	ctx   = context.Background()
+	projA = memory.Project{ID: scope.IdentityOf("/work/a")}
+)
+
+// open opens a store on the database at target, and returns it with its
+// backend, whose pool the tests query directly.
+func open(t *testing.T, target string) (*memory.Store, *postgres.DB) {
+	t.Helper()
+	db, err := postgres.Open(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := memory.New(ctx, db, nil)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, db
+}
 
 // The search index of every replica catches up from the changes table by
 // reading the rows past the last seq it applied. That is only sound if no
@@ -22,20 +48,12 @@ import (
 // does; every row left at the end at or below what the poller reached must
 // have been seen by it.
 func TestPostgresChangesCommitInOrder(t *testing.T) {
-	target := pgtest.New(t)
-	open := func() *Store {
-		s, err := openTarget(ctx, target, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	poller := open()
+	target := storetest.NewPostgres(t)
+	_, pollerDB := open(t, target)
 	seen := map[int64]bool{}
 	var last int64
 	catchUp := func() {
-		rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq > $1 ORDER BY seq`, last)
+		rows, err := pollerDB.DB().QueryContext(ctx, `SELECT seq FROM changes WHERE seq > $1 ORDER BY seq`, last)
 		if err != nil {
 			t.Error(err)
 			return
@@ -54,7 +72,7 @@ func TestPostgresChangesCommitInOrder(t *testing.T) {
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	for w := range 4 {
-		s := open()
+		s, _ := open(t, target)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -62,7 +80,7 @@ func TestPostgresChangesCommitInOrder(t *testing.T) {
 				// Every writer also changes a record all share, so that
 				// rows are replaced under new seqs as well as added.
 				for _, key := range []string{fmt.Sprintf("w%d-%d", w, i), "shared"} {
-					if _, _, err := s.Put(ctx, projA, Write{Type: Semantic, Key: key, Body: fmt.Sprintf("body %d %d", w, i)}); err != nil {
+					if _, _, err := s.Put(ctx, projA, memory.Write{Type: memory.Semantic, Key: key, Body: fmt.Sprintf("body %d %d", w, i)}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -79,7 +97,7 @@ func TestPostgresChangesCommitInOrder(t *testing.T) {
 		}
 		catchUp()
 	}
-	rows, err := poller.db.QueryContext(ctx, `SELECT seq FROM changes WHERE seq <= $1`, last)
+	rows, err := pollerDB.DB().QueryContext(ctx, `SELECT seq FROM changes WHERE seq <= $1`, last)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,21 +122,16 @@ func TestPostgresChangesCommitInOrder(t *testing.T) {
 // commit before it runs a statement, so the seq it takes is given after
 // the first's are visible.
 func TestPostgresWritersTakeTurns(t *testing.T) {
-	target := pgtest.New(t)
-	a, err := openTarget(ctx, target, nil)
-	if err != nil {
-		t.Fatal(err)
+	target := storetest.NewPostgres(t)
+	a, adb := open(t, target)
+	_, bdb := open(t, target)
+	for _, key := range []string{"x", "y"} {
+		if _, _, err := a.Put(ctx, projA, memory.Write{Type: memory.Semantic, Key: key, Body: key + "0"}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer a.Close()
-	b, err := openTarget(ctx, target, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	put(t, a, projA, Write{Type: Semantic, Key: "x", Body: "x0"})
-	put(t, a, projA, Write{Type: Semantic, Key: "y", Body: "y0"})
 
-	tx1, end1, err := a.b.BeginWrite(ctx)
+	tx1, end1, err := adb.BeginWrite(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,17 +145,24 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- b.tx(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `UPDATE records SET body = 'y1' WHERE key = 'y'`)
-			return err
-		})
+		tx2, end2, err := bdb.BeginWrite(ctx)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer end2(false)
+		if _, err := tx2.ExecContext(ctx, `UPDATE records SET body = 'y1' WHERE key = 'y'`); err != nil {
+			done <- err
+			return
+		}
+		done <- end2(true)
 	}()
 	// Wait until the second writer waits for the advisory lock held by
 	// the first.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var waiting bool
-		if err := a.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory'
+		if err := adb.DB().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks w JOIN pg_locks h ON h.locktype = 'advisory'
 			AND h.objid = w.objid AND h.classid = w.classid AND h.granted WHERE w.locktype = 'advisory' AND NOT w.granted AND h.pid = $1)`, pid1).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +186,7 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sx, sy int64
-	if err := a.db.QueryRowContext(ctx, `SELECT (SELECT c.seq FROM changes c JOIN records r ON r.rowid = c.rid WHERE r.key = 'x'),
+	if err := adb.DB().QueryRowContext(ctx, `SELECT (SELECT c.seq FROM changes c JOIN records r ON r.rowid = c.rid WHERE r.key = 'x'),
 		(SELECT c.seq FROM changes c JOIN records r ON r.rowid = c.rid WHERE r.key = 'y')`).Scan(&sx, &sy); err != nil {
 		t.Fatal(err)
 	}
@@ -178,14 +198,14 @@ func TestPostgresWritersTakeTurns(t *testing.T) {
 // Every table and column of the SQLite schema is in the PostgreSQL one: a
 // new SQLite migration needs its PostgreSQL twin in migrations/postgres.
 func TestPostgresSchemaMatchesSQLite(t *testing.T) {
-	lite, _ := mustOpen(t)
-	pg, err := openTarget(ctx, pgtest.New(t), nil)
+	lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "memory.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pg.Close()
-	columns := func(s *Store, q string) map[string]bool {
-		rows, err := s.db.QueryContext(ctx, q)
+	defer lite.Close()
+	_, pg := open(t, storetest.NewPostgres(t))
+	columns := func(db *sql.DB, q string) map[string]bool {
+		rows, err := db.QueryContext(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,9 +220,9 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 		}
 		return out
 	}
-	want := columns(lite, `SELECT m.name, p.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
+	want := columns(lite.DB(), `SELECT m.name, p.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
 		WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`)
-	got := columns(pg, `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()`)
+	got := columns(pg.DB(), `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()`)
 	for c := range want {
 		if !got[c] {
 			t.Errorf("PostgreSQL schema lacks %s", c)
@@ -219,17 +239,13 @@ func TestPostgresSchemaMatchesSQLite(t *testing.T) {
 // root on a file system that allows any bytes) and PostgreSQL cannot hold
 // is an invalid_argument naming the cause, not the server's encoding error.
 func TestPostgresUnstorableValue(t *testing.T) {
-	s, err := openTarget(ctx, pgtest.New(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := open(t, storetest.NewPostgres(t))
 	for what, err := range map[string]error{
 		"cache name": s.SetCached(ctx, "p", "name\x00", "text"),
 		"root":       s.NoteRoot(ctx, "p", "/work/\xff"),
 	} {
-		var me *Error
-		if !errors.As(err, &me) || me.Code != CodeInvalidArgument || !strings.Contains(err.Error(), "PostgreSQL cannot store") {
+		var me *memory.Error
+		if !errors.As(err, &me) || me.Code != memory.CodeInvalidArgument || !strings.Contains(err.Error(), "PostgreSQL cannot store") {
 			t.Errorf("%s = %v, want invalid_argument", what, err)
 		}
 	}
@@ -241,31 +257,36 @@ func TestPostgresUnstorableValue(t *testing.T) {
 // The server ends a store's transaction left idle (a replica frozen in the
 // middle of a write), unless the URL says otherwise.
 func TestPostgresIdleTransactionsEnd(t *testing.T) {
-	target := pgtest.New(t)
+	target := storetest.NewPostgres(t)
 	for url, want := range map[string]string{
 		target: "1min",
 		target + "&idle_in_transaction_session_timeout=5s": "5s",
 	} {
-		s, err := openTarget(ctx, url, nil)
+		db, err := postgres.Open(ctx, url)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got string
-		if err := s.db.QueryRowContext(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&got); err != nil || got != want {
+		if err := db.DB().QueryRowContext(ctx, `SHOW idle_in_transaction_session_timeout`).Scan(&got); err != nil || got != want {
 			t.Errorf("idle_in_transaction_session_timeout = %q, %v; want %q", got, err, want)
 		}
-		s.Close()
+		db.Close()
 	}
 }
 
 // A database at the first schema, with sessions' statements in it, takes
 // the later migrations on open and keeps what it held.
 func TestPostgresMigratesFirstSchema(t *testing.T) {
-	target := pgtest.New(t)
-	s, err := openTarget(ctx, target, nil)
+	target := storetest.NewPostgres(t)
+	s, err := storetest.OpenTarget(ctx, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	db, err := postgres.Open(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
 	// Back to the first schema, as a database made by the build that had
 	// only it.
 	for _, q := range []string{
@@ -277,25 +298,25 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 		`DROP TABLE embed_wanted`,
 		`DELETE FROM memory_migrations WHERE version > 1`,
 	} {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
+		if _, err := db.DB().ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	p := Project{ID: "p"}
-	if _, err := s.Capture(ctx, p, Capture{SessionID: "s1", Statements: []string{"Releases are tagged on main."}}, 2); err != nil {
+	p := memory.Project{ID: "p"}
+	if _, err := s.Capture(ctx, p, memory.Capture{SessionID: "s1", Statements: []string{"Releases are tagged on main."}}, 2); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = openTarget(ctx, target, nil)
+	s, err = storetest.OpenTarget(ctx, target, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	names, _ := fs.Glob(os.DirFS("postgres"), "migrations/*.sql")
-	if v, err := s.b.Schema(ctx); err != nil || v != len(names) {
+	names, _ := filepath.Glob("migrations/*.sql")
+	if v, err := db.Schema(ctx); err != nil || v != len(names) {
 		t.Fatalf("version = %d, %v; want %d", v, err, len(names))
 	}
-	res, err := s.Capture(ctx, p, Capture{SessionID: "s2", Statements: []string{"Releases are tagged on main."}}, 2)
+	res, err := s.Capture(ctx, p, memory.Capture{SessionID: "s2", Statements: []string{"Releases are tagged on main."}}, 2)
 	if err != nil || len(res.Promoted) != 1 {
 		t.Fatalf("second session after the migration = %+v, %v", res, err)
 	}
@@ -305,16 +326,12 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 // rowids, prepares one statement per connection, not one per set: the
 // server keeps every statement a connection prepared.
 func TestPostgresHitsReadWithOneStatement(t *testing.T) {
-	s, err := openTarget(ctx, pgtest.New(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.db.SetMaxOpenConns(1)
-	p := Project{ID: "p"}
+	s, db := open(t, storetest.NewPostgres(t))
+	db.DB().SetMaxOpenConns(1)
+	p := memory.Project{ID: "p"}
 	prepared := func() int {
 		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&n); err != nil {
+		if err := db.DB().QueryRowContext(ctx, `SELECT count(*) FROM pg_prepared_statements`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -322,7 +339,7 @@ func TestPostgresHitsReadWithOneStatement(t *testing.T) {
 	before := prepared()
 	for i := range 40 {
 		ids := []int64{int64(i), int64(i + 1000), int64(i * 7)}
-		if _, err := s.Found(ctx, p.ID, SearchOptions{}, ids); err != nil {
+		if _, err := s.Found(ctx, p.ID, memory.SearchOptions{}, ids); err != nil {
 			t.Fatal(err)
 		}
 	}
