@@ -37,6 +37,7 @@ var migrations embed.FS
 type DB struct {
 	db   *sql.DB
 	path string
+	cp   *checkpoints
 }
 
 // Open opens (creating if needed) the database at path and runs any
@@ -57,7 +58,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	// A URI: escape what would end or change its path (#, ?, %).
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?_busy_timeout=10000&_txlock=immediate&_synchronous=NORMAL&_foreign_keys=1&_stmt_cache_size=64&_secure_delete=on"
-	db, err := sql.Open("sqlite3", dsn)
+	db, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
@@ -66,6 +67,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, describeOpenError(err))
 	}
+	d.cp = startCheckpoints(db)
 	return d, nil
 }
 
@@ -78,8 +80,12 @@ func (d *DB) Path() string { return d.path }
 // DB returns the pool.
 func (d *DB) DB() *sql.DB { return d.db }
 
-// Close closes the pool.
-func (d *DB) Close() error { return d.db.Close() }
+// Close stops the checkpoints and closes the pool; the last connection
+// to close checkpoints what is left.
+func (d *DB) Close() error {
+	d.cp.stop()
+	return d.db.Close()
+}
 
 // BeginWrite begins an immediate transaction (the DSN's _txlock): it takes
 // SQLite's write lock at BEGIN, waiting out the busy timeout for it.
@@ -90,7 +96,11 @@ func (d *DB) BeginWrite(ctx context.Context) (*sql.Tx, func(commit bool) error, 
 	}
 	return tx, func(commit bool) error {
 		if commit {
-			return tx.Commit()
+			err := tx.Commit()
+			if err == nil {
+				d.cp.committed()
+			}
+			return err
 		}
 		if err := tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
 			return err
