@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/postgres"
 	"prom.codes/memory-mcp/memory/sqlite"
@@ -89,24 +87,18 @@ func openBackend(ctx context.Context, cfg config, name string, stderr io.Writer)
 }
 
 func pgAdmin(ctx context.Context, server, stmt string) error {
-	conn, err := pgx.Connect(ctx, server)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, stmt)
-	return err
+	return postgres.Exec(ctx, server, stmt)
 }
 
 // pgSize is the size of the database at u, or 0 when it cannot be read.
 func pgSize(ctx context.Context, u string) int64 {
-	conn, err := pgx.Connect(ctx, u)
+	b, err := postgres.Open(ctx, u)
 	if err != nil {
 		return 0
 	}
-	defer conn.Close(ctx)
-	var n int64
-	if conn.QueryRow(ctx, "SELECT pg_database_size(current_database())").Scan(&n) != nil {
+	defer b.Close()
+	n, err := b.Size(ctx)
+	if err != nil {
 		return 0
 	}
 	return n

@@ -540,3 +540,17 @@ type advised struct {
 
 func (a *advised) Error() string { return a.err.Error() + ": " + a.advice }
 func (a *advised) Unwrap() error { return a.err }
+
+// Exec runs one statement on the server at url on a connection of its
+// own, outside any store: for tools that make and drop databases (CREATE
+// DATABASE cannot run in a transaction). Errors are the server's, with the
+// URL's password never in them.
+func Exec(ctx context.Context, url, stmt string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return scrub(err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, stmt)
+	return scrub(err)
+}
