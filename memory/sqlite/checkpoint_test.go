@@ -30,6 +30,16 @@ func TestCheckpointsCopyTheLogBack(t *testing.T) {
 	if _, err := d.DB().ExecContext(ctx, "CREATE TABLE t (v TEXT)"); err != nil {
 		t.Fatal(err)
 	}
+	// Only a checkpoint writes the database file itself: with commits
+	// leaving the log alone, it grows only when the store's checkpoints run.
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
 	big := strings.Repeat("x", 1000)
 	for i := range 200 {
 		tx, end, err := d.BeginWrite(ctx)
@@ -43,16 +53,6 @@ func TestCheckpointsCopyTheLogBack(t *testing.T) {
 			t.Fatalf("commit %d: %v", i, err)
 		}
 	}
-	// Only a checkpoint writes the database file itself: with commits
-	// leaving the log alone, it grows only when the store's checkpoints run.
-	size := func() int64 {
-		fi, err := os.Stat(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
-	before := size()
 	deadline := time.Now().Add(10 * time.Second)
 	for size() <= before+100*1024 {
 		if time.Now().After(deadline) {
