@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	stores "prom.codes/memory-mcp/memory/backend"
+
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/postgres"
-	"prom.codes/memory-mcp/memory/sqlite"
 )
 
 // A backend is the store a run measures the server on: the SQLite file (the
@@ -147,18 +148,7 @@ func writeSideBySide(w io.Writer, reps []*report) error {
 	return err
 }
 
-// openStore opens the store at target: the SQLite file, or the PostgreSQL
-// database a postgres:// URL names.
+// openStore opens the store at target (see memory/backend.Open).
 func openStore(ctx context.Context, target string, opts *memory.Options) (*memory.Store, error) {
-	var b memory.Backend
-	var err error
-	if memory.IsURL(target) {
-		b, err = postgres.Open(ctx, target)
-	} else {
-		b, err = sqlite.Open(ctx, target)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return memory.New(ctx, b, opts)
+	return stores.Open(ctx, target, opts)
 }

@@ -8,8 +8,7 @@ import (
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/dburl"
 	"prom.codes/memory-mcp/memory"
-	"prom.codes/memory-mcp/memory/postgres"
-	"prom.codes/memory-mcp/memory/sqlite"
+	"prom.codes/memory-mcp/memory/backend"
 )
 
 // The database a command works on is a SQLite file (the default, for one
@@ -133,18 +132,7 @@ func (c Config) sqliteOnly(cmd, instead string) error {
 	return fmt.Errorf("%s: the database is PostgreSQL (%s), not a file: %s", cmd, c.DBName(), instead)
 }
 
-// openStore opens the store at target: the SQLite file, or the PostgreSQL
-// database a postgres:// URL names.
+// openStore opens the store at target (see backend.Open).
 func openStore(ctx context.Context, target string, opts *memory.Options) (*memory.Store, error) {
-	var b memory.Backend
-	var err error
-	if memory.IsURL(target) {
-		b, err = postgres.Open(ctx, target)
-	} else {
-		b, err = sqlite.Open(ctx, target)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return memory.New(ctx, b, opts)
+	return backend.Open(ctx, target, opts)
 }

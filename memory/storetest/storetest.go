@@ -20,11 +20,10 @@ import (
 	"time"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/backend"
 	"prom.codes/memory-mcp/memory/embed"
 	"prom.codes/memory-mcp/memory/embed/embedtest"
-	"prom.codes/memory-mcp/memory/postgres"
 	"prom.codes/memory-mcp/memory/semantic"
-	"prom.codes/memory-mcp/memory/sqlite"
 	"prom.codes/memory-mcp/memory/token"
 	"prom.codes/memory-mcp/scope"
 )
@@ -56,20 +55,9 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// OpenTarget opens the SQLite file at target, or the PostgreSQL database a
-// postgres:// URL names.
+// OpenTarget opens the store at target (see backend.Open).
 func OpenTarget(ctx context.Context, target string, opts *memory.Options) (*memory.Store, error) {
-	var b memory.Backend
-	var err error
-	if memory.IsURL(target) {
-		b, err = postgres.Open(ctx, target)
-	} else {
-		b, err = sqlite.Open(ctx, target)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return memory.New(ctx, b, opts)
+	return backend.Open(ctx, target, opts)
 }
 
 // Open opens target for t with clock c (nil: the real time), closing it
