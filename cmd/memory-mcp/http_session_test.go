@@ -51,7 +51,12 @@ func TestRequestBeforeInitializeOverHTTP(t *testing.T) {
 			t.Errorf("%s before initialize: HTTP %d, %+v; want 400, code -32600 naming initialize, id 7", method, code, *msg.Error)
 		}
 	}
-	// The handshake still works, and a notification alone is no request.
+	// A request naming its revision in _meta is not refused for want of a
+	// session: it stands alone.
+	if code, body := post(`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`); code == http.StatusBadRequest && strings.Contains(body, "no session") {
+		t.Errorf("a request with the revision in _meta was refused for want of a session: %d %q", code, body)
+	}
+	// The handshake still works.
 	if code, body := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`); code != http.StatusOK || !strings.Contains(body, `"protocolVersion"`) {
 		t.Errorf("initialize: %d %q", code, body)
 	}

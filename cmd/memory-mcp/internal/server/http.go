@@ -401,11 +401,19 @@ func requestWithoutSession(body []byte) (json.RawMessage, bool) {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
 	}
 	if err := json.Unmarshal(body, &msg); err != nil {
 		return nil, false
 	}
 	if len(msg.ID) == 0 || string(msg.ID) == "null" || msg.Method == "" || msg.Method == "initialize" || msg.Method == "server/discover" {
+		return nil, false
+	}
+	// A request that names its revision in _meta stands alone (2026-07-28)
+	// even without the header; the SDK serves it.
+	if _, ok := msg.Params.Meta["io.modelcontextprotocol/protocolVersion"]; ok {
 		return nil, false
 	}
 	return msg.ID, true
