@@ -9,8 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"unicode/utf8"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 )
@@ -182,27 +182,10 @@ func (f *flags) parse(args []string, min, max int) ([]string, error) {
 		case len(pos) < min:
 			return nil, fmt.Errorf("%s: missing argument (want %s)", f.cmd.name, f.cmd.args)
 		default:
-			return nil, fmt.Errorf("%s: unexpected argument %q", f.cmd.name, clipArg(pos[max]))
+			return nil, fmt.Errorf("%s: unexpected argument %q", f.cmd.name, schema.Clip(pos[max]))
 		}
 	}
 	return pos, nil
-}
-
-// clipArg is an argument fit to quote in an error: scanned whole first,
-// so that neither a secret nor the start of one is ever shown, then cut
-// to 40 bytes on a rune boundary.
-func clipArg(s string) string {
-	if memory.ScanKey("argument", s) != nil {
-		return "(a value shaped like a secret)"
-	}
-	if len(s) > 40 {
-		n := 40
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // JSON reports whether --json was given.

@@ -16,6 +16,7 @@ import (
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/jsonl"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
@@ -68,7 +69,7 @@ func runImport(c *cli, args []string) error {
 		return err
 	}
 	if *format != "memory-mcp" && *format != "server-memory" {
-		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", clipArg(*format))
+		return fmt.Errorf("import: unknown --format %q (want memory-mcp or server-memory)", schema.Clip(*format))
 	}
 	if *keep && *format != "memory-mcp" {
 		return fmt.Errorf("import: --keep-projects is for memory-mcp exports; a server-memory graph has no projects")

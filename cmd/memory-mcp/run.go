@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 )
 
 // run is the whole program: args without the program name, the environment,
@@ -29,7 +31,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	cmd, ok := lookup(name)
 	if !ok {
 		fmt.Fprint(stderr, usage())
-		return fmt.Errorf("unknown command %q", clipArg(name))
+		return fmt.Errorf("unknown command %q", schema.Clip(name))
 	}
 	c := &cli{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
 	err = cmd.run(c, args)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/agent"
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 )
 
 // runSetup writes memory-mcp into an agent's MCP config in this project.
@@ -18,7 +19,7 @@ func runSetup(c *cli, args []string) error {
 	ag, ok := agent.Named(pos[0])
 	if !ok {
 		f.usage(c.stderr)
-		return fmt.Errorf("setup: unknown agent %q (want claude-code, cursor, vscode or codex)", clipArg(pos[0]))
+		return fmt.Errorf("setup: unknown agent %q (want claude-code, cursor, vscode or codex)", schema.Clip(pos[0]))
 	}
 	cfg, err := loadConfig(c.getenv)
 	if err != nil {

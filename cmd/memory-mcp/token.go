@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/schema"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/token"
 )
@@ -143,7 +144,7 @@ func clipSecret(s string) string {
 	if strings.HasPrefix(s, memory.TokenPrefix) {
 		return memory.TokenPrefix + "…"
 	}
-	return clipArg(s)
+	return schema.Clip(s)
 }
 
 func runToken(c *cli, args []string) error {

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"prom.codes/memory-mcp/cmd/memory-mcp/internal/jsonl"
 )
 
 // serverName is the name memory-mcp takes in an agent's MCP config.
@@ -238,7 +240,7 @@ func readJSONObject(path string) (map[string]any, bool, error) {
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, true, fmt.Errorf("setup: %s is not a JSON object (%s); fix it or move it aside, nothing was changed", path, jsonReason(err))
+		return nil, true, fmt.Errorf("setup: %s is not a JSON object (%s); fix it or move it aside, nothing was changed", path, jsonl.Reason(err))
 	}
 	if doc == nil {
 		doc = map[string]any{}
@@ -357,7 +359,7 @@ func ServerCommand(ag Agent, data []byte) (string, bool, error) {
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return "", false, errors.New(jsonReason(err))
+		return "", false, errors.New(jsonl.Reason(err))
 	}
 	servers, _ := doc[ag.Key].(map[string]any)
 	if e, ok := servers[serverName].(map[string]any); ok {
@@ -374,19 +376,6 @@ func ServerCommand(ag Agent, data []byte) (string, bool, error) {
 		}
 	}
 	return "", false, nil
-}
-
-// jsonReason says why data is not the JSON wanted, without quoting it.
-func jsonReason(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("field %q has the wrong type (want %s)", te.Field, te.Type)
-	}
-	return "not a JSON object of the expected shape"
 }
 
 // Finding is what Check found in one place: all is well, or a problem
@@ -445,7 +434,7 @@ func Check(root, home string) []Finding {
 		found++
 		var doc map[string]any
 		if err := json.Unmarshal(data, &doc); err != nil {
-			problem(fmt.Sprintf("%s: %s", settings, jsonReason(err)), "fix the JSON; Claude Code ignores a settings file it cannot read")
+			problem(fmt.Sprintf("%s: %s", settings, jsonl.Reason(err)), "fix the JSON; Claude Code ignores a settings file it cannot read")
 		} else {
 			hs, _ := doc["hooks"].(map[string]any)
 			var missing []string

@@ -188,7 +188,7 @@ func argumentError(args map[string]any, schema *jsonschema.Schema, fields map[st
 	for _, k := range names {
 		if _, ok := schema.Properties[k]; !ok {
 			// The name is the caller's, and may be a secret (clip).
-			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", clip(k), strings.Join(known, ", "))
+			return memory.Errorf(memory.CodeInvalidArgument, "arguments", "hold a field this tool does not take: %q; it takes %s", Clip(k), strings.Join(known, ", "))
 		}
 	}
 	for _, k := range schema.Required {
@@ -258,10 +258,10 @@ func takes(s *jsonschema.Schema) string {
 	return "a valid value"
 }
 
-// clip is a name fit to quote in an error: scanned whole first, so that
-// neither a secret nor the start of one is ever shown, then cut to 40
-// bytes on a rune boundary.
-func clip(s string) string {
+// Clip is a name or argument fit to quote in an error: scanned whole
+// first, so that neither a secret nor the start of one is ever shown, then
+// cut to 40 bytes on a rune boundary.
+func Clip(s string) string {
 	if memory.ScanKey("argument", s) != nil {
 		return "(a value shaped like a secret)"
 	}
