@@ -21,6 +21,7 @@ type syncTeam struct {
 	t       *testing.T
 	srv     env
 	servers []*teamServer
+	addrs   []string // where each listens, to come back to
 	joined  int
 }
 
@@ -34,9 +35,15 @@ func newSyncTeam(t *testing.T, pg bool) *syncTeam {
 		n = 2
 	}
 	for range n {
-		tm.servers = append(tm.servers, startTeamServer(t, tm.srv))
+		tm.addrs = append(tm.addrs, freeAddr(t))
+		tm.servers = append(tm.servers, startTeamServer(t, tm.srv, "--http", tm.addrs[len(tm.addrs)-1], "--rate", "1000"))
 	}
 	return tm
+}
+
+// restart starts replica i again where it was, after it stopped.
+func (tm *syncTeam) restart(i int) {
+	tm.servers[i] = startTeamServer(tm.t, tm.srv, "--http", tm.addrs[i], "--rate", "1000")
 }
 
 // token makes a token for user of tenant.
@@ -143,6 +150,7 @@ type syncStatus struct {
 	URL       string
 	LastSync  *time.Time `json:"last_sync"`
 	Pending   int
+	Cursor    int64
 	Aside     []struct{ Key, Scope, Reason, Direction string } `json:"set_aside"`
 	Conflicts []struct {
 		ID            int64
