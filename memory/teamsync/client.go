@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,8 +43,25 @@ const (
 	Busy        = "busy"
 )
 
-// do sends one request and decodes its JSON answer into out.
+// do sends one request and decodes its JSON answer into out. A server
+// that asks to be left alone for a few seconds is asked again after them,
+// a few times.
 func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	for i := 0; ; i++ {
+		err := c.do1(ctx, method, path, body, out)
+		var e *Error
+		if i == 3 || !errors.As(err, &e) || e.Kind != Busy || e.Wait > 10*time.Second {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(e.Wait):
+		}
+	}
+}
+
+func (c *client) do1(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

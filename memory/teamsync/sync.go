@@ -2,7 +2,9 @@ package teamsync
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,11 +40,15 @@ type Counts struct {
 }
 
 // Enable makes the store queue its shared changes. The first time (and
-// when the team's URL changed), every workspace, tenant and system record
-// already stored is queued, so that what this machine knew before it
-// joined reaches the team.
+// when the team's URL or the token changed), every workspace, tenant and
+// system record already stored is queued, so that what this machine knew
+// before it joined reaches the team.
 func (s *Syncer) Enable(ctx context.Context) error {
-	m, err := s.meta(ctx, s.st.DB(), "url")
+	// The team is the URL and the token: joining with another token
+	// (another user) starts afresh, as another server does.
+	sum := sha256.Sum256([]byte(s.cfg.URL + "\x00" + s.cfg.Token))
+	joined := s.cfg.URL + " " + hex.EncodeToString(sum[:8])
+	m, err := s.meta(ctx, s.st.DB(), "team")
 	if err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
@@ -50,7 +56,7 @@ func (s *Syncer) Enable(ctx context.Context) error {
 	if err := s.st.DB().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_on)`).Scan(&on); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
-	if on && m == s.cfg.URL {
+	if on && m == joined {
 		return nil
 	}
 	return s.st.WriteTx(ctx, func(tx *sql.Tx) error {
@@ -63,7 +69,7 @@ func (s *Syncer) Enable(ctx context.Context) error {
 				return fmt.Errorf("sync: %w", err)
 			}
 		}
-		if err := s.setMeta(ctx, tx, "url", s.cfg.URL); err != nil {
+		if err := s.setMeta(ctx, tx, "team", joined); err != nil {
 			return err
 		}
 		if id, err := s.meta(ctx, tx, "machine"); err != nil || id != "" {
@@ -78,7 +84,7 @@ func (s *Syncer) Enable(ctx context.Context) error {
 func Disable(ctx context.Context, st *memory.Store) error {
 	return st.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{`DELETE FROM sync_on`, `DELETE FROM sync_outbox`, `DELETE FROM sync_names`,
-			`DELETE FROM sync_meta WHERE name IN ('url', 'cursor', 'identity', 'last_sync', 'last_error')`} {
+			`DELETE FROM sync_meta WHERE name IN ('team', 'cursor', 'identity', 'last_sync', 'last_error')`} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("team leave: %w", err)
 			}
@@ -118,7 +124,8 @@ func (s *Syncer) Round(ctx context.Context) (Counts, error) {
 	if err == nil {
 		n.Pulled, n.Conflicts, err = s.pull(ctx)
 	}
-	s.st.WriteTx(context.WithoutCancel(ctx), func(tx *sql.Tx) error {
+	ctx = context.WithoutCancel(ctx)
+	s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		if err != nil {
 			return s.setMeta(ctx, tx, "last_error", err.Error())
 		}
