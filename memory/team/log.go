@@ -45,7 +45,7 @@ func (l *Log) Enable(ctx context.Context) error {
 			SELECT project, scope, type, key FROM records WHERE scope > 0 ORDER BY rowid ON CONFLICT DO NOTHING`); err != nil {
 			return fmt.Errorf("enable sync: %w", err)
 		}
-		return l.drain(ctx, tx)
+		return l.drain(ctx, tx, &seqs{})
 	})
 }
 
@@ -60,7 +60,7 @@ func shared(b string, lv scope.Level) bool {
 
 // drain turns the changes that writers other than a push left in the
 // outbox (MCP tools over HTTP, the command line) into changes of the log.
-func (l *Log) drain(ctx context.Context, tx *sql.Tx) error {
+func (l *Log) drain(ctx context.Context, tx *sql.Tx, q *seqs) error {
 	rows, err := tx.QueryContext(ctx, `SELECT id, bucket, scope, type, key FROM sync_outbox WHERE change_id IS NULL ORDER BY id`)
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
@@ -107,7 +107,7 @@ func (l *Log) drain(ctx context.Context, tx *sql.Tx) error {
 			continue // nothing the log holds is gone
 		}
 		c.Base = latest.seq
-		if _, err := l.append(ctx, tx, n.bucket, n.lv, c, 0); err != nil {
+		if _, err := l.append(ctx, tx, q, n.bucket, n.lv, c, 0); err != nil {
 			return err
 		}
 	}
@@ -144,15 +144,28 @@ func latestOf(ctx context.Context, tx *sql.Tx, b string, lv scope.Level, t memor
 	return la, err
 }
 
+// seqs hands out the seqs of one write transaction. Every write
+// transaction takes the write lock first (SQLite's one writer;
+// PostgreSQL's advisory lock), so the log's max + 1 and those after it
+// are this transaction's alone, and seqs commit in the order they are
+// given: a pull after N never meets a later commit below N.
+type seqs struct{ next int64 }
+
+func (q *seqs) take(ctx context.Context, tx *sql.Tx) (int64, error) {
+	if q.next == 0 {
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) + 1 FROM sync_log`).Scan(&q.next); err != nil {
+			return 0, err
+		}
+	}
+	q.next++
+	return q.next - 1, nil
+}
+
 // append gives c the next seq and writes it to the log, as the latest of
 // its name; replaced, when not 0, is the change it replaced unseen.
-func (l *Log) append(ctx context.Context, tx *sql.Tx, b string, lv scope.Level, c Change, replaced int64) (int64, error) {
-	var seq int64
-	// Every write transaction takes the write lock first (SQLite's one
-	// writer; PostgreSQL's advisory lock), so max + 1 is this one's alone
-	// and seqs commit in the order they are given: a pull after N never
-	// meets a later commit below N.
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) + 1 FROM sync_log`).Scan(&seq); err != nil {
+func (l *Log) append(ctx context.Context, tx *sql.Tx, q *seqs, b string, lv scope.Level, c Change, replaced int64) (int64, error) {
+	seq, err := q.take(ctx, tx)
+	if err != nil {
 		return 0, err
 	}
 	rec := ""
@@ -196,14 +209,15 @@ func (l *Log) Push(ctx context.Context, tok memory.Token, changes []Change) ([]R
 	var out []Result
 	err := l.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		out = make([]Result, len(changes))
-		if err := l.drain(ctx, tx); err != nil {
+		q := &seqs{}
+		if err := l.drain(ctx, tx, q); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_applying (id) VALUES (1)`); err != nil {
 			return err
 		}
 		for i, c := range changes {
-			seq, err := l.accept(ctx, tx, tok, c)
+			seq, err := l.accept(ctx, tx, q, tok, c)
 			var r *refusal
 			switch {
 			case errors.As(err, &r):
@@ -225,7 +239,7 @@ func (l *Log) Push(ctx context.Context, tok memory.Token, changes []Change) ([]R
 
 // accept stores one change: in the records, so the team server's own
 // callers see it, and in the log.
-func (l *Log) accept(ctx context.Context, tx *sql.Tx, tok memory.Token, c Change) (int64, error) {
+func (l *Log) accept(ctx context.Context, tx *sql.Tx, q *seqs, tok memory.Token, c Change) (int64, error) {
 	if !idRE.MatchString(c.ID) {
 		return 0, refuse("malformed: id must be 1 to 64 letters, digits, '-' or '_'")
 	}
@@ -301,7 +315,7 @@ func (l *Log) accept(ctx context.Context, tx *sql.Tx, tok memory.Token, c Change
 	if la.seq > c.Base && (c.Machine == "" || la.machine != c.Machine) {
 		replaced = la.seq
 	}
-	seq, err = l.append(ctx, tx, b, lv, c, replaced)
+	seq, err = l.append(ctx, tx, q, b, lv, c, replaced)
 	if err != nil || replaced == 0 {
 		return seq, err
 	}
@@ -410,7 +424,7 @@ func (l *Log) Pull(ctx context.Context, tok memory.Token, after int64, limit int
 		return PullResponse{}, fmt.Errorf("pull: %w", err)
 	}
 	if waiting {
-		if err := l.st.WriteTx(ctx, func(tx *sql.Tx) error { return l.drain(ctx, tx) }); err != nil {
+		if err := l.st.WriteTx(ctx, func(tx *sql.Tx) error { return l.drain(ctx, tx, &seqs{}) }); err != nil {
 			return PullResponse{}, fmt.Errorf("pull: %w", err)
 		}
 	}
