@@ -105,3 +105,37 @@ func TestSyncAdminSystemFact(t *testing.T) {
 		}
 	})
 }
+
+// What an MCP client writes on the team server over HTTP reaches the
+// machines, and what a machine pushes is there for MCP clients.
+func TestSyncWithHTTPClients(t *testing.T) {
+	onBoth(t, func(t *testing.T, tm *syncTeam) {
+		tok := tm.token("acme", "alice")
+		cs := connectTeam(t, tm.servers[len(tm.servers)-1], tok)
+		ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "from-http", "scope": "tenant", "body": "Written over HTTP."})
+		ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "mine-http", "scope": "workspace", "body": "Alice's, over HTTP."})
+		bob := tm.machine(tm.token("acme", "bob"))
+		alice := tm.machine(tok)
+		syncOK(t, bob)
+		syncOK(t, alice)
+		if got := body(t, bob, "tenant", "from-http"); got != "Written over HTTP." {
+			t.Errorf("bob reads %q", got)
+		}
+		if got := body(t, bob, "workspace", "mine-http"); got != "" {
+			t.Errorf("bob reads alice's workspace fact written over HTTP: %q", got)
+		}
+		if got := body(t, alice, "workspace", "mine-http"); got != "Alice's, over HTTP." {
+			t.Errorf("alice's machine reads %q", got)
+		}
+		put(t, bob, "tenant", "from-machine", "Pushed by bob's machine.")
+		syncOK(t, bob)
+		if got := bodyOf(t, cs, "from-machine"); got != "Pushed by bob's machine." {
+			t.Errorf("the HTTP client reads %q", got)
+		}
+		ok(t, cs, "memory_delete", map[string]any{"key": "from-http", "type": "semantic", "scope": "tenant"})
+		syncOK(t, bob)
+		if got := body(t, bob, "tenant", "from-http"); got != "" {
+			t.Errorf("deleted over HTTP, bob still reads %q", got)
+		}
+	})
+}
