@@ -85,3 +85,36 @@ func (s *Store) Found(ctx context.Context, p scope.Identity, opts SearchOptions,
 	}
 	return out, rows.Err()
 }
+
+// What memory/team and memory/teamsync need besides: writing and reading
+// one record by its full name inside a write transaction of WriteTx, so a
+// change applied and the sync state that goes with it commit together.
+
+// PutTx is Put inside tx, a transaction of WriteTx. A put that fails
+// changes nothing, and tx goes on.
+func (s *Store) PutTx(ctx context.Context, tx *sql.Tx, p Project, w Write) (Record, bool, error) {
+	if err := validate(&w); err != nil {
+		return Record{}, false, err
+	}
+	return s.put(ctx, tx, p, w, "")
+}
+
+// Named reads the record of level l, type t and key in bucket b (see
+// Bucket), expired or not, inside tx. Errors: ErrNotFound.
+func (s *Store) Named(ctx context.Context, tx *sql.Tx, b string, l scope.Level, t Type, key string) (Record, error) {
+	return getOne(ctx, tx, `WHERE project = $1 AND scope = $2 AND type = $3 AND key = $4`, b, int(l), string(t), key)
+}
+
+// DeleteTx deletes the record of level l, type t and key that p writes,
+// inside tx, and returns it. Errors: ErrNotFound; CodeInvalidArgument when
+// p may not write l.
+func (s *Store) DeleteTx(ctx context.Context, tx *sql.Tx, p Project, l scope.Level, t Type, key string) (Record, error) {
+	if err := p.writable(l); err != nil {
+		return Record{}, err
+	}
+	rec, err := s.Named(ctx, tx, bucket(string(p.ID), int(l)), l, t, key)
+	if err != nil {
+		return Record{}, err
+	}
+	return rec, s.remove(ctx, tx, p, rec, true)
+}

@@ -64,6 +64,8 @@ type config struct {
 	budget, timeout       time.Duration
 	keep                  bool
 	httpClients           int            // measure a team server with this many clients instead
+	sync                  bool           // measure team sync instead
+	syncTenants, syncEach int            // with sync, tenants and records each for the server's memory
 	only                  *regexp.Regexp // operations to measure; nil for all
 
 	compare   bool     // measure side by side with the peers instead
@@ -97,6 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "give up on an operation when one call takes longer")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary database and workspace, and print where they are")
 	fs.IntVar(&c.httpClients, "http", 0, "instead, measure requests/s and latency of the server over HTTP with this many concurrent clients")
+	fs.BoolVar(&c.sync, "sync", false, "instead, measure team sync: -n changes pushed by one machine and pulled by a new one, and the team server's memory with -sync-tenants of -sync-records each")
+	fs.IntVar(&c.syncTenants, "sync-tenants", 100, "with -sync, tenants stored on the team server")
+	fs.IntVar(&c.syncEach, "sync-records", 1000, "with -sync, records of each tenant")
 	fs.BoolVar(&c.compare, "compare", false, "instead, measure initialize on a fresh store, write, search and read p50/p99, peak RSS and concurrent writers, for memory-mcp and each -peer, from empty stores")
 	fs.Var(&c.peers, "peer", "with -compare, a peer MCP server's command line to measure the same way (repeatable), e.g. 'node .../server-memory/dist/index.js'")
 	fs.IntVar(&c.procs, "procs", 8, "with -compare, server processes writing to one store at once (0: skip)")
@@ -194,6 +199,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		dir := filepath.Join(tmp, name)
+		if cfg.sync {
+			r, err := runSync(ctx, cfg, b, bin, dir, stderr)
+			done()
+			if err != nil {
+				return fmt.Errorf("%s: %w", b.title(), err)
+			}
+			r.write(stdout)
+			continue
+		}
 		if cfg.httpClients > 0 {
 			err = runHTTP(ctx, cfg, b, bin, dir, stdout, stderr)
 			done()

@@ -55,6 +55,8 @@ func init() {
 		{"stats", "[--json]", "count memories by scope and type; database size and age", runStats},
 		{"projects", "[--json] | move OLD_ROOT NEW_ROOT", "list projects, or carry one to a new root", runProjects},
 		{"setup", "claude-code|cursor|vscode|codex [--no-hooks] [--json]", "write an agent's MCP config into this project", runSetup},
+		{"sync", "[status | restore ID] [--json]", "sync with the team server: push, then pull; or show the state, or restore a lost version", runSync},
+		{"team", "join URL | leave", "join a team server (the token on stdin), or stop syncing", runTeam},
 		{"version", "[--json]", "print the version and revision", runVersion},
 		{"help", "", "print this help", func(c *cli, _ []string) error { fmt.Fprint(c.stdout, usage()); return nil }},
 	}
@@ -95,6 +97,8 @@ Environment:
                                      unset, nothing is sent anywhere (e.g. http://localhost:11434/v1)
   PROMETHEUS_MEMORY_EMBEDDINGS_MODEL the embeddings model, like nomic-embed-text
   PROMETHEUS_MEMORY_EMBEDDINGS_KEY   its API key, sent as a bearer token (optional)
+  PROMETHEUS_MEMORY_TEAM_URL, _TOKEN  the team server to sync with (else what team join stored)
+  PROMETHEUS_MEMORY_SYNC_INTERVAL  how often the stdio server syncs (default 30s; 0: off)
   PROMETHEUS_MEMORY_LOG_LEVEL      debug, info, warn or error (default info for serve, warn for
                                    the other commands); logs go to stderr
 `)

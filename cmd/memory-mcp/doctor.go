@@ -19,6 +19,7 @@ import (
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/sqlite"
+	"prom.codes/memory-mcp/memory/teamsync"
 	"prom.codes/memory-mcp/mirror"
 	"prom.codes/memory-mcp/scope"
 )
@@ -58,6 +59,7 @@ func runDoctor(c *cli, args []string) error {
 	d.mirror(cfg)
 	d.agents(cfg.Root)
 	d.embeddings(c.ctx, cfg)
+	d.sync(c.ctx, cfg, c.getenv)
 
 	bad := 0
 	for _, ch := range d.checks {
@@ -340,4 +342,12 @@ func (d *doctor) postgres(ctx context.Context, cfg Config) {
 	}
 	// Opening brought an older schema up to date, and refused a newer one.
 	d.ok(area, "%s: PostgreSQL answers, schema %d (this build's), %d records", cfg.DBName(), stats.Schema, stats.Records)
+}
+
+// sync reports the team sync's health, when a team is joined.
+func (d *doctor) sync(ctx context.Context, cfg Config, getenv func(string) string) {
+	ok, detail, fix := teamsync.Doctor(ctx, getenv, func() (*memory.Store, error) { return openStore(ctx, cfg.DB(), nil) })
+	if detail != "" {
+		d.checks = append(d.checks, check{Area: "sync", OK: ok, Detail: detail, Fix: fix})
+	}
 }

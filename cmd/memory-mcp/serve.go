@@ -13,6 +13,7 @@ import (
 
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/progress"
 	"prom.codes/memory-mcp/cmd/memory-mcp/internal/server"
+	"prom.codes/memory-mcp/memory/teamsync"
 )
 
 // runServe serves MCP on stdin/stdout, or with flags a team over HTTP.
@@ -37,7 +38,14 @@ vscode, codex) in your project. To look at memory yourself, try
 Press Ctrl-C to stop.
 `)
 	}
-	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error { return server.ServeStdio(c.ctx, a.App, log, c.stdin, c.stdout) })
+	return withApp(c.ctx, c.getenv, c.stderr, func(a *app, log *slog.Logger) error {
+		stop, err := teamsync.Start(a.Store, c.getenv, log)
+		if err != nil {
+			log.Warn("team sync is off", "err", err)
+		}
+		defer stop()
+		return server.ServeStdio(c.ctx, a.App, log, c.stdin, c.stdout)
+	})
 }
 
 // httpOptions are serve --http's flags.

@@ -127,6 +127,9 @@ func ServeHTTP(ctx context.Context, a *App, log *slog.Logger, o HTTPOptions) err
 
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", t.guard.Wrap(verify(h)))
+	if err := t.serveSync(ctx, mux); err != nil {
+		return err
+	}
 	// /healthz asks no token, so its answer is kept for a second: a flood
 	// of checks costs the database one ping a second, not one each.
 	var health struct {

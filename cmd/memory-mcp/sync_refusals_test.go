@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"prom.codes/memory-mcp/memory/team"
+)
+
+// A change holding a secret, pushed straight to the endpoint, is refused
+// without the secret in the reason, stored nowhere (not in the database's
+// bytes), and does not stop the change behind it.
+func TestSyncSecretRefusedStoredNowhere(t *testing.T) {
+	tm := newSyncTeam(t, false)
+	tok := tm.token("acme", "alice")
+	secret := fakeAWSKey()
+	bad := fact("aws-creds", "the deploy key is "+secret)
+	badTag := fact("tagged", "a fine body")
+	badTag.Record.Tags = []string{secret}
+	good := fact("fine", "nothing secret here")
+	res := pushRaw(t, tm.servers[0].url, tok, bad, badTag, good)
+	for i, r := range res[:2] {
+		if r.Status != team.Refused || !strings.Contains(r.Reason, "secret") || leaks(r.Reason, secret) {
+			t.Errorf("change %d holding a secret: %+v", i, r)
+		}
+	}
+	if res[2].Status != team.Stored || res[2].Seq == 0 {
+		t.Errorf("the change behind the refused ones: %+v", res[2])
+	}
+	bob := tm.machine(tm.token("acme", "bob"))
+	if n := syncOK(t, bob); n.Pulled != 1 || body(t, bob, "tenant", "fine") == "" {
+		t.Errorf("bob pulled %+v", n)
+	}
+	if body(t, bob, "tenant", "aws-creds") != "" {
+		t.Error("the secret's record reached bob")
+	}
+	tm.servers[0].stop(t)
+	files, _ := filepath.Glob(tm.srv.db + "*")
+	if len(files) == 0 {
+		t.Fatal("no database files")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret", f)
+		}
+	}
+}
+
+// A token cannot push into another user's workspace or another tenant:
+// such changes are refused, and the owners see nothing of them.
+func TestSyncOtherUsersWorkspaceRefused(t *testing.T) {
+	onBoth(t, func(t *testing.T, tm *syncTeam) {
+		alice := tm.token("acme", "alice")
+		url := tm.servers[0].url
+		intoBob := fact("planted", "alice writes into bob's workspace")
+		intoBob.Scope, intoBob.User = "workspace", "bob"
+		intoGlobex := fact("planted-too", "alice writes into another tenant")
+		intoGlobex.Tenant = "globex"
+		system := fact("planted-system", "alice is not an admin")
+		system.Scope = "system"
+		project := fact("planted-project", "project memory is not shared")
+		project.Scope = "project"
+		res := pushRaw(t, url, alice, intoBob, intoGlobex, system, project)
+		for i, r := range res {
+			if r.Status != team.Refused || !strings.Contains(r.Reason, "unauthorised") && !strings.Contains(r.Reason, "scope") {
+				t.Errorf("change %d: %+v", i, r)
+			}
+		}
+		bob := tm.machine(tm.token("acme", "bob"))
+		carol := tm.machine(tm.token("globex", "carol"))
+		for name, m := range map[string]env{"bob": bob, "carol": carol} {
+			if n := syncOK(t, m); n.Pulled != 0 {
+				t.Errorf("%s pulled %d changes", name, n.Pulled)
+			}
+		}
+		// Without a user, a workspace change is the token's own.
+		own := fact("alices-own", "alice's own workspace")
+		own.Scope = "workspace"
+		if r := pushRaw(t, url, alice, own); r[0].Status != team.Stored {
+			t.Fatalf("alice's own workspace: %+v", r[0])
+		}
+		if n := syncOK(t, bob); n.Pulled != 0 {
+			t.Errorf("bob pulled %d of alice's workspace", n.Pulled)
+		}
+		alice2 := tm.machine(alice)
+		syncOK(t, alice2)
+		if body(t, alice2, "workspace", "alices-own") == "" {
+			t.Error("alice's machine does not get her workspace fact")
+		}
+		// Malformed changes are refused one by one.
+		res = pushRaw(t, url, alice, team.Change{ID: "bad id!", Scope: "tenant", Type: "semantic", Key: "k", Op: "put"},
+			team.Change{ID: team.NewID(), Scope: "tenant", Type: "nonsense", Key: "k", Op: "put", Record: &team.Version{Body: "x"}},
+			team.Change{ID: team.NewID(), Scope: "tenant", Type: "semantic", Key: "k", Op: "put"},
+			fact("still-fine", "after three malformed changes"))
+		for i, r := range res[:3] {
+			if r.Status != team.Refused || !strings.Contains(r.Reason, "malformed") {
+				t.Errorf("malformed change %d: %+v", i, r)
+			}
+		}
+		if res[3].Status != team.Stored {
+			t.Errorf("the change after the malformed ones: %+v", res[3])
+		}
+	})
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Tenant facts reach every teammate and no other tenant; workspace facts
+// follow their user to each of the user's machines and nobody else's;
+// project facts never leave the machine.
+func TestSyncScopes(t *testing.T) {
+	onBoth(t, func(t *testing.T, tm *syncTeam) {
+		alice1 := tm.machine(tm.token("acme", "alice"))
+		alice2 := tm.machine(tm.token("acme", "alice"))
+		bob := tm.machine(tm.token("acme", "bob"))
+		carol := tm.machine(tm.token("globex", "carol"))
+
+		put(t, alice1, "tenant", "deploy-day", "We deploy on Tuesdays.")
+		put(t, alice1, "workspace", "editor", "Alice edits with vim.")
+		put(t, alice1, "project", "local-only", "Only this checkout knows this.")
+		if n := syncOK(t, alice1); n.Pushed != 2 {
+			t.Errorf("alice's first machine pushed %d changes, want 2 (tenant and workspace; project stays)", n.Pushed)
+		}
+		for _, m := range []env{alice2, bob, carol} {
+			syncOK(t, m)
+		}
+		if got := body(t, bob, "tenant", "deploy-day"); got != "We deploy on Tuesdays." {
+			t.Errorf("bob reads the tenant fact as %q", got)
+		}
+		if got := body(t, alice2, "tenant", "deploy-day"); got != "We deploy on Tuesdays." {
+			t.Errorf("alice's second machine reads the tenant fact as %q", got)
+		}
+		if got := body(t, carol, "tenant", "deploy-day"); got != "" {
+			t.Errorf("another tenant reads the tenant fact: %q", got)
+		}
+		if got := body(t, alice2, "workspace", "editor"); got != "Alice edits with vim." {
+			t.Errorf("alice's second machine reads her workspace fact as %q", got)
+		}
+		for name, m := range map[string]env{"bob": bob, "carol": carol} {
+			if got := body(t, m, "workspace", "editor"); got != "" {
+				t.Errorf("%s reads alice's workspace fact: %q", name, got)
+			}
+		}
+		for name, m := range map[string]env{"alice2": alice2, "bob": bob, "carol": carol} {
+			if got := body(t, m, "project", "local-only"); got != "" {
+				t.Errorf("%s reads alice's project fact: %q", name, got)
+			}
+		}
+		if n := recordCount(t, carol); n != 0 {
+			t.Errorf("carol of another tenant holds %d records", n)
+		}
+		// The server holds the shared facts, never the project one.
+		out, _, err := runCLI(t, tm.srv, "", "export", "--all-projects")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "deploy-day") || strings.Contains(out, "local-only") {
+			t.Errorf("the server's records:\n%s", out)
+		}
+		// A teammate's change travels back, and what a machine pulled is not
+		// pushed again.
+		if n := syncOK(t, bob); n.Pushed != 0 {
+			t.Errorf("bob pushed %d changes he only pulled", n.Pushed)
+		}
+	})
+}
+
+// An admin's system fact reaches every tenant; a system fact written on a
+// machine without an admin token is set aside with its reason and changes
+// nothing on the server.
+func TestSyncAdminSystemFact(t *testing.T) {
+	onBoth(t, func(t *testing.T, tm *syncTeam) {
+		admin := tm.machine(tm.token("acme", "root", "--admin"))
+		bob := tm.machine(tm.token("acme", "bob"))
+		carol := tm.machine(tm.token("globex", "carol"))
+		put(t, admin, "system", "test-runner", "use go test")
+		syncOK(t, admin)
+		for name, m := range map[string]env{"bob": bob, "carol": carol} {
+			syncOK(t, m)
+			if got := body(t, m, "system", "test-runner"); got != "use go test" {
+				t.Errorf("%s reads the system fact as %q", name, got)
+			}
+		}
+		// Narrowest wins on the merged records.
+		put(t, bob, "tenant", "test-runner", "use make test")
+		out, _, err := runCLI(t, bob, "", "show", "test-runner", "--type", "semantic")
+		if err != nil || !strings.Contains(out, "make test") {
+			t.Errorf("bob's narrower tenant fact does not win: %v\n%s", err, out)
+		}
+
+		put(t, bob, "system", "bobs-rule", "bob is not an admin")
+		if n := syncOK(t, bob); n.Pushed != 1 {
+			t.Errorf("bob's round pushed %d, want the tenant fact alone", n.Pushed)
+		}
+		st, _ := status(t, bob)
+		if len(st.Aside) != 1 || st.Aside[0].Key != "bobs-rule" || !strings.Contains(st.Aside[0].Reason, "admin") {
+			t.Errorf("set aside: %+v", st.Aside)
+		}
+		if st.Pending != 0 {
+			t.Errorf("pending %d after the refused change was set aside", st.Pending)
+		}
+		syncOK(t, carol)
+		if got := body(t, carol, "system", "bobs-rule"); got != "" {
+			t.Errorf("a non-admin's system fact reached another tenant: %q", got)
+		}
+	})
+}
+
+// What an MCP client writes on the team server over HTTP reaches the
+// machines, and what a machine pushes is there for MCP clients.
+func TestSyncWithHTTPClients(t *testing.T) {
+	onBoth(t, func(t *testing.T, tm *syncTeam) {
+		tok := tm.token("acme", "alice")
+		cs := connectTeam(t, tm.servers[len(tm.servers)-1], tok)
+		ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "from-http", "scope": "tenant", "body": "Written over HTTP."})
+		ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "mine-http", "scope": "workspace", "body": "Alice's, over HTTP."})
+		bob := tm.machine(tm.token("acme", "bob"))
+		alice := tm.machine(tok)
+		syncOK(t, bob)
+		syncOK(t, alice)
+		if got := body(t, bob, "tenant", "from-http"); got != "Written over HTTP." {
+			t.Errorf("bob reads %q", got)
+		}
+		if got := body(t, bob, "workspace", "mine-http"); got != "" {
+			t.Errorf("bob reads alice's workspace fact written over HTTP: %q", got)
+		}
+		if got := body(t, alice, "workspace", "mine-http"); got != "Alice's, over HTTP." {
+			t.Errorf("alice's machine reads %q", got)
+		}
+		put(t, bob, "tenant", "from-machine", "Pushed by bob's machine.")
+		syncOK(t, bob)
+		if got := bodyOf(t, cs, "from-machine"); got != "Pushed by bob's machine." {
+			t.Errorf("the HTTP client reads %q", got)
+		}
+		ok(t, cs, "memory_delete", map[string]any{"key": "from-http", "type": "semantic", "scope": "tenant"})
+		syncOK(t, bob)
+		if got := body(t, bob, "tenant", "from-http"); got != "" {
+			t.Errorf("deleted over HTTP, bob still reads %q", got)
+		}
+	})
+}
