@@ -246,6 +246,12 @@ func (l *Log) accept(ctx context.Context, tx *sql.Tx, q *seqs, tok memory.Token,
 	if c.Machine != "" && !idRE.MatchString(c.Machine) {
 		return 0, refuse("malformed: machine must be 1 to 64 letters, digits, '-' or '_'")
 	}
+	// Every teammate who pulls is handed both ids.
+	for _, f := range [][2]string{{"id", c.ID}, {"machine", c.Machine}} {
+		if err := memory.ScanKey(f[0], f[1]); err != nil {
+			return 0, refuse("%v", err)
+		}
+	}
 	lv, err := scope.Parse(c.Scope)
 	if err != nil || lv == scope.Project {
 		return 0, refuse("malformed: scope must be workspace, tenant or system (project memory is not shared)")

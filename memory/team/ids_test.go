@@ -1,0 +1,46 @@
+package team_test
+
+import (
+	"strings"
+	"testing"
+
+	"prom.codes/memory-mcp/memory/team"
+)
+
+// The ids a change carries are the client's to choose, and the log hands
+// them to every teammate who pulls: one shaped like a secret is refused
+// like a secret in the record, and nothing of it is stored.
+func TestSecretShapedIDsRefused(t *testing.T) {
+	const pat = "ghp_Zk3q9XbT2mV7nR4wY8pL1sD6fH0jC5aE9uQ2"
+	both(t, func(t *testing.T, a, _ *team.Log) {
+		byID := put("by-id", "fine", 0)
+		byID.ID = pat
+		byMachine := put("by-machine", "fine", 0)
+		byMachine.Machine = "laptop-" + pat
+		after := put("after", "the change behind them", 0)
+		res, err := a.Push(ctx, alice, []team.Change{byID, byMachine, after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res[:2] {
+			if r.Status != team.Refused || !strings.Contains(r.Reason, "secret") {
+				t.Errorf("change %d: %+v, want refused as a secret", i, r)
+			}
+		}
+		if res[2].Status != team.Stored {
+			t.Errorf("the change behind them: %+v", res[2])
+		}
+		page, err := a.Pull(ctx, alice, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Changes {
+			if strings.Contains(c.ID+c.Machine, "ghp_") {
+				t.Errorf("pulled a secret-shaped id: %+v", c)
+			}
+		}
+		if len(page.Changes) != 1 {
+			t.Errorf("pulled %d changes, want 1", len(page.Changes))
+		}
+	})
+}
