@@ -126,8 +126,10 @@ func mirrorError(op, key string, err error) error {
 // ErrStale is the error of Import, Touched and Forget when the file's
 // recorded state has moved on from prev, the state the caller read before
 // it looked at the file: another writer wrote (or removed) the file
-// meanwhile, so what the caller saw may be older than what is on disk now.
-// Nothing is changed; the next sync looks at the file again.
+// meanwhile, so what the caller saw may be older than what is on disk now;
+// or, for Import, the writer of the file has recorded it since, so there
+// is nothing to import. Nothing is changed; the next sync looks at the
+// file again.
 var ErrStale = errors.New("the file was written again while it was being read")
 
 // Recheck looks at a file again from inside the transaction that records
@@ -197,6 +199,13 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 	}
 	var out Record
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if cur, err := fileState(ctx, tx, p, st.Stem); err != nil {
+			return err
+		} else if cur != nil && cur.Hash == st.Hash {
+			// The writer that made the file recorded it after the caller
+			// read the state: the store holds the file already.
+			return ErrStale
+		}
 		if err := checkPrev(ctx, tx, p, st, prev, recheck); err != nil {
 			return err
 		}

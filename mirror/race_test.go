@@ -84,6 +84,54 @@ func TestSyncDoesNotImportAFileDeletedMeanwhile(t *testing.T) {
 	}
 }
 
+// TestSyncLeavesAFileItsWriterRecords: a sync that reads another
+// process's new file before that process commits, and so finds no state
+// for it, imports nothing once the writer has recorded it: the record
+// keeps its source and its time, and the file stays as it was written.
+func TestSyncLeavesAFileItsWriterRecords(t *testing.T) {
+	a, b := twoProcesses(t)
+	read, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	b.dir.hook = func(at, _ string) {
+		if at == "read" {
+			close(read)
+			<-release
+		}
+	}
+	var rep Report
+	var serr error
+	a.dir.hook = func(at, _ string) {
+		if at != "write" {
+			return
+		}
+		a.dir.hook = nil
+		go func() {
+			defer close(done)
+			rep, serr = Sync(b.ctx, b.st, b.p, b.dir)
+		}()
+		<-read // b has read gamma.md, and a state without it
+	}
+	rec := a.put(memory.Semantic, "gamma", "", "First.")
+	data := a.read("gamma.md")
+	close(release)
+	<-done
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if len(rep.Imported)+len(rep.Renamed)+len(rep.Deleted)+len(rep.Problems) > 0 {
+		t.Errorf("sync imported a file its writer recorded: %+v", rep)
+	}
+	got, err := b.peek("gamma")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Source != rec.Source || !got.UpdatedAt.Equal(rec.UpdatedAt) {
+		t.Errorf("record changed: source %s, updated %v; want %s, %v", got.Source, got.UpdatedAt, rec.Source, rec.UpdatedAt)
+	}
+	if now := a.read("gamma.md"); string(now) != string(data) {
+		t.Errorf("gamma.md changed:\n%s", now)
+	}
+}
+
 // TestSyncDoesNotForgetAFileBackMeanwhile: a file that is back by the time
 // the sync would delete its record (restored by hand, a branch switched
 // back) keeps its record.

@@ -156,6 +156,9 @@ func (s *syncer) run() error {
 	if err != nil {
 		return err
 	}
+	if err := s.dropRecorded(); err != nil {
+		return err
+	}
 	s.dedupe()
 	s.d.at("read", "")
 	if err := s.imports(); err != nil {
@@ -320,6 +323,26 @@ func (s *syncer) look(r *os.Root, name, stem string, fi fs.FileInfo) error {
 		prev = &old
 	}
 	s.cands = append(s.cands, candidate{rec: rec, fs: fs, prev: prev})
+	return nil
+}
+
+// dropRecorded reads the state again when there are files to import, and
+// drops those it now holds as they are: another process's write, renamed
+// into place before its transaction committed. Import would find that
+// too, but under the write lock.
+func (s *syncer) dropRecorded() error {
+	if len(s.cands) == 0 {
+		return nil
+	}
+	state, err := s.d.mirrorState(s.ctx, s.st, s.p)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", relDir, err)
+	}
+	s.state = state
+	s.cands = slices.DeleteFunc(s.cands, func(c candidate) bool {
+		cur, ok := state[c.fs.Stem]
+		return ok && cur.Hash == c.fs.Hash
+	})
 	return nil
 }
 
