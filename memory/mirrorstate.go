@@ -462,6 +462,11 @@ func (s *Store) MirrorChangesSince(ctx context.Context, p scope.Identity, since 
 }
 
 func (s *Store) mirrorChangesSince1(ctx context.Context, p scope.Identity, since int64) (MirrorChanges, error) {
+	if since >= 0 { // most calls find nothing changed: the version alone tells
+		if v, err := s.MirrorVersion(ctx, p); err != nil || v == since {
+			return MirrorChanges{Version: v, Changed: map[string]FileState{}}, err
+		}
+	}
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT 0, stem, size, mtime, hash, record_id, ctime, file_id FROM mirror_files WHERE project = @p AND v > @since
 		UNION ALL SELECT 1, stem, 0, 0, '', '', 0, '' FROM mirror_gone WHERE project = @p AND v > @since AND @since >= 0
