@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,7 +15,10 @@ import (
 // without the secret in the reason, stored nowhere (not in the database's
 // bytes), and does not stop the change behind it.
 func TestSyncSecretRefusedStoredNowhere(t *testing.T) {
-	tm := newSyncTeam(t, false)
+	onBoth(t, testSecretRefused)
+}
+
+func testSecretRefused(t *testing.T, tm *syncTeam) {
 	tok := tm.token("acme", "alice")
 	secret := fakeAWSKey()
 	bad := fact("aws-creds", "the deploy key is "+secret)
@@ -36,6 +40,12 @@ func TestSyncSecretRefusedStoredNowhere(t *testing.T) {
 	}
 	if body(t, bob, "tenant", "aws-creds") != "" {
 		t.Error("the secret's record reached bob")
+	}
+	if len(tm.servers) > 1 { // PostgreSQL: every row of every table, as pg_dump gives them
+		if dump := pgDump(t, tm.srv); strings.Contains(dump, secret) {
+			t.Error("the database holds the secret")
+		}
+		return
 	}
 	tm.servers[0].stop(t)
 	files, _ := filepath.Glob(tm.srv.db + "*")
@@ -108,4 +118,31 @@ func TestSyncOtherUsersWorkspaceRefused(t *testing.T) {
 			t.Errorf("the change after the malformed ones: %+v", res[3])
 		}
 	})
+}
+
+// pgDump is the data of e's PostgreSQL database, dumped by pg_dump.
+func pgDump(t *testing.T, e env) string {
+	t.Helper()
+	var dbURL string
+	for _, kv := range e.extra {
+		if v, ok := strings.CutPrefix(kv, "PROMETHEUS_MEMORY_DB_URL="); ok {
+			dbURL = v
+		}
+	}
+	bin, err := exec.LookPath("pg_dump")
+	if err != nil {
+		found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
+		if len(found) == 0 {
+			t.Skip("no pg_dump to read the database with")
+		}
+		bin = found[len(found)-1]
+	}
+	out, err := exec.Command(bin, "--data-only", "--dbname", dbURL).Output()
+	if err != nil {
+		t.Fatalf("pg_dump: %v", err)
+	}
+	if !strings.Contains(string(out), "nothing secret here") {
+		t.Fatal("pg_dump's output lacks the change that was stored: it read another database")
+	}
+	return string(out)
 }
