@@ -92,7 +92,7 @@ func runSync(ctx context.Context, cfg config, b backend, bin, tmp string, stderr
 			var cs []team.Change
 			for j := i; j < min(cfg.syncEach, i+team.MaxPush); j++ {
 				cs = append(cs, team.Change{ID: team.NewID(), Scope: "tenant", Type: "semantic", Key: fmt.Sprintf("k-%05d", j), Op: team.OpPut,
-					Record: &team.Version{Body: fmt.Sprintf("record %d of tenant %d: how this team builds, tests and ships", j, t), Confidence: 0.5}})
+					Record: &team.Version{Body: fmt.Sprintf("record %d of tenant %d: how this team builds, tests and ships", j, t)}})
 			}
 			if err := benchPush(ctx, url, toks[t], cs); err != nil {
 				return res, err

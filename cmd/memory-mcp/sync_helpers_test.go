@@ -196,7 +196,7 @@ func pushRaw(t *testing.T, url, tok string, changes ...team.Change) []team.Resul
 // fact is a put of a tenant fact, for pushRaw.
 func fact(key, body string) team.Change {
 	return team.Change{ID: team.NewID(), Scope: "tenant", Type: "semantic", Key: key, Op: team.OpPut,
-		Record: &team.Version{Body: body, Confidence: 0.5}}
+		Record: &team.Version{Body: body}}
 }
 
 // seed pushes n tenant facts straight to the server, in batches.

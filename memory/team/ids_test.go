@@ -44,3 +44,21 @@ func TestSecretShapedIDsRefused(t *testing.T) {
 		}
 	})
 }
+
+// A change that leaves out confidence, as a client of the wire may, gets
+// the default a write through the tools gets, not zero.
+func TestPushWithoutConfidence(t *testing.T) {
+	both(t, func(t *testing.T, a, _ *team.Log) {
+		res, err := a.Push(ctx, alice, []team.Change{put("plain", "no confidence given", 0)})
+		if err != nil || res[0].Status != team.Stored {
+			t.Fatal(res, err)
+		}
+		page, err := a.Pull(ctx, alice, 0, 10)
+		if err != nil || len(page.Changes) != 1 {
+			t.Fatal(page, err)
+		}
+		if c := page.Changes[0].Record.Confidence; c == nil || *c != 0.5 {
+			t.Errorf("confidence %v, want 0.5", c)
+		}
+	})
+}

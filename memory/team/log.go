@@ -116,7 +116,7 @@ func (l *Log) drain(ctx context.Context, tx *sql.Tx, q *seqs) error {
 
 // VersionOf is the content of rec as it travels.
 func VersionOf(rec memory.Record) *Version {
-	v := &Version{Description: rec.Description, Body: rec.Body, Tags: rec.Tags, Confidence: rec.Confidence, Metadata: rec.Metadata}
+	v := &Version{Description: rec.Description, Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, Metadata: rec.Metadata}
 	if rec.ExpiresAt != nil {
 		t := rec.ExpiresAt.UTC()
 		v.ExpiresAt = &t
@@ -342,10 +342,8 @@ func refusedOr(err error) error {
 func WriteOf(lv scope.Level, typ memory.Type, key string, v *Version, now time.Time) memory.Write {
 	w := memory.Write{
 		Scope: lv, Type: typ, Key: key, Description: v.Description, Body: v.Body, Tags: v.Tags,
-		Metadata: v.Metadata, Source: "sync",
+		Metadata: v.Metadata, Source: "sync", Confidence: v.Confidence,
 	}
-	conf := v.Confidence
-	w.Confidence = &conf
 	if v.ExpiresAt != nil {
 		ttl := v.ExpiresAt.Sub(now)
 		if ttl < time.Second {

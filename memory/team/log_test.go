@@ -36,7 +36,7 @@ func replicas(t *testing.T, pg bool) (*team.Log, *team.Log) {
 
 func put(key, body string, base int64) team.Change {
 	return team.Change{ID: team.NewID(), Machine: "m1", Base: base, Scope: "tenant", Type: "semantic", Key: key, Op: team.OpPut,
-		Record: &team.Version{Body: body, Confidence: 0.5}}
+		Record: &team.Version{Body: body}}
 }
 
 func both(t *testing.T, fn func(t *testing.T, a, b *team.Log)) {

@@ -65,7 +65,7 @@ type Version struct {
 	Description string            `json:"description,omitempty"`
 	Body        string            `json:"body"`
 	Tags        []string          `json:"tags,omitempty"`
-	Confidence  float64           `json:"confidence"`
+	Confidence  *float64          `json:"confidence,omitempty"` // absent: 0.5, or what the record held
 	Metadata    map[string]string `json:"metadata,omitempty"`
 	ExpiresAt   *time.Time        `json:"expires_at,omitempty"`
 }
