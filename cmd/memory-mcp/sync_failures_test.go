@@ -78,6 +78,13 @@ func testServerDownThenBack(t *testing.T, tm *syncTeam) {
 	if n := syncOK(t, bob); n.Pulled != 1 || body(t, bob, "tenant", "offline") == "" {
 		t.Errorf("bob pulled %+v", n)
 	}
+
+	// The last round went well, but the server is gone now: doctor asks
+	// it, rather than vouching for it from the last round.
+	tm.servers[0].stop(t)
+	if out, _, _ := runCLI(t, alice, "", "doctor"); !strings.Contains(out, "unreachable") {
+		t.Errorf("doctor with the server down after a good round:\n%s", out)
+	}
 }
 
 // dropFirstPushAnswer is a proxy in front of a team server that forwards

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -193,6 +195,18 @@ func (s *Syncer) Health(ctx context.Context) (ok bool, detail, fix string) {
 		return false, detail, "run memory-mcp sync"
 	case len(st.Aside) > 0 || len(st.Conflicts) > 0:
 		return false, detail, "see memory-mcp sync status"
+	}
+	// The last round went well; the server is asked whether it still
+	// answers, with a pull of one change that is not applied.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	after, err := s.cursor(ctx, s.st.DB())
+	if err == nil {
+		var page team.PullResponse
+		err = s.c.do1(ctx, http.MethodGet, team.PullPath+"?after="+strconv.FormatInt(after, 10)+"&limit=1", nil, &page)
+	}
+	if err != nil {
+		return false, detail + "; now: " + err.Error(), "check the URL, the network and the token"
 	}
 	return true, detail, ""
 }
