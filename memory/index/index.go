@@ -56,6 +56,14 @@ type Params struct {
 	// among the top k whose text holds a time expression, when the query
 	// asks "when".
 	When float64
+
+	// Context is the share of the score of each of the top k that the
+	// documents of its partition whose ids are one below and one above
+	// its own are raised to, when they score less and hold a query word.
+	// Ids are given in the order records are written, so these are the
+	// turns around a matching turn of a conversation, often about the
+	// same thing, and answering a question together. 0 leaves them alone.
+	Context float64
 }
 
 // DefaultParams are the parameters search uses. Light length
@@ -70,6 +78,7 @@ var DefaultParams = Params{
 	Half:    5,
 	Coord:   1,
 	When:    0.3,
+	Context: 0.7,
 }
 
 // Doc is a document to index.
@@ -677,6 +686,9 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		}
 	}
 	sortCands(cands)
+	if prm.Context > 0 {
+		cands = s.context(parts, q, uniq, idf, cands)
+	}
 	cands = cands[:min(len(cands), q.K)]
 	out := make([]Result, len(cands))
 	for i, c := range cands {
@@ -726,6 +738,65 @@ func sortCands(cands []cand) {
 		}
 		return 0
 	})
+}
+
+// context raises the neighbours of the best k of the sorted cands (see
+// Params.Context) and sorts them again.
+func (s *scorer) context(parts []*Partition, q Query, uniq []string, idf []float64, cands []cand) []cand {
+	type at struct {
+		part int
+		doc  uint32
+	}
+	where := make(map[at]int, len(cands))
+	for i, c := range cands {
+		where[at{c.part, c.doc}] = i
+	}
+	for _, src := range slices.Clone(cands[:min(len(cands), q.K)]) {
+		p := parts[src.part]
+		for _, id := range [2]int64{src.id - 1, src.id + 1} {
+			n, ok := p.byID.find(p.docs, id)
+			if !ok || p.docs[n].dead {
+				continue
+			}
+			raised := s.prm.Context * src.score
+			if i, ok := where[at{src.part, n}]; ok {
+				cands[i].score = max(cands[i].score, raised)
+				continue
+			}
+			own := s.docScore(p, n, uniq, idf)
+			d := &p.docs[n]
+			// One holding no query word is left out: nothing in it
+			// says why it was found.
+			if own == 0 || q.Accept != nil && !q.Accept(Candidate{src.part, d.id, d.tag}) {
+				continue
+			}
+			where[at{src.part, n}] = len(cands)
+			cands = append(cands, cand{score: max(own, raised), id: d.id, part: src.part, doc: n})
+		}
+	}
+	sortCands(cands)
+	return cands
+}
+
+// docScore is document n's score for the terms uniq on words alone.
+func (s *scorer) docScore(p *Partition, n uint32, uniq []string, idf []float64) float64 {
+	var score float64
+	held := 0
+	var c cursor
+	for i, t := range uniq {
+		id, ok := p.dict.lookup(t)
+		if !ok || p.terms[id].df == 0 {
+			continue
+		}
+		p.start(&c, id)
+		c.idf = idf[i]
+		c.seek(n)
+		if c.doc() == n {
+			score += s.at(p, &c)
+			held++
+		}
+	}
+	return score * s.share(held)
 }
 
 func squeeze(raw, half float64) float64 {

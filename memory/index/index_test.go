@@ -187,6 +187,45 @@ func TestHoldsPhraseMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// TestContextRaisesNeighbours checks that the turn written just after the
+// best match rises above turns that share as many of the question's words
+// but were said elsewhere, that why names its own words, and that a
+// neighbour holding none of them is not raised.
+func TestContextRaisesNeighbours(t *testing.T) {
+	p := NewPartition()
+	turns := []string{
+		"Nadia: guess what, big news today.",
+		"Omar: I found a flat above a bakery in Walthamstow.",
+		"Nadia: lovely Omar, you will wake to the smell of warm bread every single morning there.",
+		"Nadia: how was the concert?",
+		"Omar: loud.",
+		"Nadia: and the exam, Omar?",
+		"Omar: fine.",
+		"Nadia: the train, Omar?",
+		"Omar: late again.",
+	}
+	for i, turn := range turns {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{2: turn}})
+	}
+	q := "Why did Omar pick the flat above the bakery?"
+	query := Query{Terms: Analyze(q), Phrase: Sequence(q), K: 3}
+	off := DefaultParams
+	off.Context = 0
+	if got := ids(Search([]*Partition{p}, query, off)); slices.Contains(got, 2) {
+		t.Fatalf("without context the neighbour is already in the top 3: %v", got)
+	}
+	got := Search([]*Partition{p}, query, DefaultParams)
+	if len(got) < 2 || got[0].ID != 1 || got[1].ID != 2 {
+		t.Fatalf("top %v, want 1 then 2", ids(got))
+	}
+	if !cmp.Equal(got[1].Terms, []string{"omar"}) || !cmp.Equal(got[1].Fields, []Field{Body}) {
+		t.Errorf("why: %q in %v", got[1].Terms, got[1].Fields)
+	}
+	if slices.Contains(ids(Search([]*Partition{p}, Query{Terms: query.Terms, Phrase: query.Phrase, K: 10}, DefaultParams)), 0) {
+		t.Error("a neighbour holding no query word was raised")
+	}
+}
+
 // TestEveryWordOutranksSome checks the coordination of query words: the
 // record holding all three words, once each in a longer body, ranks above
 // short records holding only the two rarer ones, which BM25F alone ranks

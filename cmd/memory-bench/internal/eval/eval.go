@@ -704,6 +704,9 @@ func variants() []variant {
 		{name: "no time words for when", prm: noWhen},
 		{name: "no date words", prm: d, undated: true},
 		{name: "neither", prm: noWhen, undated: true},
+		v("no neighbours raised", func(p *index.Params) { p.Context = 0 }),
+		v("neighbours raised to 0.5", func(p *index.Params) { p.Context = 0.5 }),
+		v("neighbours raised to 0.9", func(p *index.Params) { p.Context = 0.9 }),
 	}
 }
 
