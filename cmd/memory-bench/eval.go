@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"prom.codes/memory-mcp/cmd/memory-bench/internal/eval"
 	"prom.codes/memory-mcp/memory"
 )
 
 // runEval measures search quality (see package eval) on the labelled sets
-// and on known items of the benchmark's generated records.
+// and on known items of the benchmark's generated records, the known items
+// through the store and through the real server over stdio.
 func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	corpus := func(n int) []eval.Record {
 		c := newRecords(cfg.seed, 0)
@@ -21,5 +28,64 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 		return recs
 	}
-	return eval.Run(ctx, eval.Config{Dir: cfg.evalDir, Sizes: cfg.evalSizes, Seed: cfg.seed, Corpus: corpus}, stdout, stderr)
+	ecfg := eval.Config{Dir: cfg.evalDir, Sizes: cfg.evalSizes, Seed: cfg.seed, Corpus: corpus}
+	if !cfg.evalStoreOnly {
+		tmp, err := os.MkdirTemp("", "memory-bench-eval-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		bin, err := findServer(ctx, cfg.server, tmp, stderr)
+		if err != nil {
+			return err
+		}
+		ecfg.Serve = func(ctx context.Context, dbPath, root string) (eval.Searcher, error) {
+			env := []string{
+				"HOME=" + filepath.Join(filepath.Dir(dbPath), "home"), "PATH=" + os.Getenv("PATH"),
+				"PROMETHEUS_MEMORY_DB_PATH=" + dbPath, "PROMETHEUS_WORKSPACE_ROOT=" + root,
+			}
+			s, _, err := launch(ctx, bin, env, root)
+			if err != nil {
+				return nil, err
+			}
+			return mcpSearcher{s}, nil
+		}
+	}
+	return eval.Run(ctx, ecfg, stdout, stderr)
 }
+
+// mcpSearcher searches with the server's memory_search tool.
+type mcpSearcher struct{ s *session }
+
+func (m mcpSearcher) Search(ctx context.Context, query string, limit int) ([]string, error) {
+	res, err := m.s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "memory_search", Arguments: map[string]any{"query": query, "limit": limit}})
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		var msg string
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				msg += t.Text
+			}
+		}
+		return nil, fmt.Errorf("memory_search: tool error: %s", msg)
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Results []struct{ Key string }
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("memory_search result: %w", err)
+	}
+	keys := make([]string, len(out.Results))
+	for i, r := range out.Results {
+		keys[i] = r.Key
+	}
+	return keys, nil
+}
+
+func (m mcpSearcher) Close() error { return m.s.close() }

@@ -25,3 +25,30 @@ func TestEvalReport(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalThroughServer checks that the known items are searched for
+// through the real server over stdio as well as through the store, and
+// that both paths find the same records.
+func TestEvalThroughServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: seeds a store and builds the server")
+	}
+	var out strings.Builder
+	cfg := config{evalDir: filepath.Join("..", "..", "testdata", "eval"), evalSizes: []int{400}, seed: 3}
+	if err := runEval(context.Background(), cfg, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	// The scores of a row: every column but the last, the search's time.
+	scores := func(path string) []string {
+		for _, line := range strings.Split(out.String(), "\n") {
+			if cols := strings.Split(line, "|"); strings.HasPrefix(line, "| 400 | "+path+" |") {
+				return cols[3 : len(cols)-2]
+			}
+		}
+		t.Fatalf("no %s row in:\n%s", path, out.String())
+		return nil
+	}
+	if store, server := scores("store"), scores("MCP"); strings.Join(store, "|") != strings.Join(server, "|") {
+		t.Errorf("through the store %v, through the server %v", store, server)
+	}
+}

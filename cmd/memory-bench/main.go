@@ -77,6 +77,9 @@ type config struct {
 	eval      bool   // measure search quality instead of speed
 	evalDir   string // the labelled sets
 	evalSizes []int  // corpus sizes of the known-item evaluation
+	// evalStoreOnly searches for the known items through the store alone,
+	// not the server as well.
+	evalStoreOnly bool
 
 	vectors []int // measure vector search at these record counts instead
 	dims    int   // the vectors' length
@@ -110,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	only := fs.String("run", "", "measure only the operations whose name matches this regular expression")
 	fs.BoolVar(&c.eval, "eval", false, "measure search quality (recall@5, MRR) on the labelled sets and on known items, not speed")
 	fs.StringVar(&c.evalDir, "eval-dir", filepath.Join("testdata", "eval"), "directory of the labelled sets for -eval")
+	fs.BoolVar(&c.evalStoreOnly, "eval-store-only", false, "with -eval, search for the known items through the store alone, not also through the server over stdio")
 	sizes := fs.String("eval-sizes", "5000,20000", "record counts of the known-item evaluation, comma-separated")
 	vectors := fs.String("vectors", "", "instead, measure semantic and hybrid search over this many embedded records, comma-separated (like 10000,100000)")
 	fs.IntVar(&c.dims, "dims", 768, "dimensions of the vectors for -vectors")

@@ -69,6 +69,38 @@ func BenchmarkSearchWhen(b *testing.B) {
 	}
 }
 
+// BenchmarkSearchPhrase ranks the top 10 for five consecutive words of a
+// record's body, as a person quoting it would search.
+func BenchmarkSearchPhrase(b *testing.B) {
+	for _, n := range []int{5_000, 20_000, 100_000} {
+		b.Run("n="+strconv.Itoa(n), func(b *testing.B) {
+			if testing.Short() && n > 20_000 {
+				b.Skip("-short: skipping the largest size")
+			}
+			parts := benchPartitions(n)
+			qs := make([]Query, 0, 64)
+			// The bodies benchPartitions wrote, from the same stream.
+			c := corpus.New(1)
+			for i := range n {
+				c.Description()
+				body := c.Text(15 + c.Intn(200))
+				c.Term()
+				if i%(n/64) != 0 || len(qs) == cap(qs) {
+					continue
+				}
+				ws := strings.Fields(strings.ReplaceAll(body, ".", ""))
+				at := (i / 7) % (len(ws) - 4)
+				text := strings.Join(ws[at:at+5], " ")
+				qs = append(qs, Query{Terms: Analyze(text), Phrase: Sequence(text), K: 10})
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				Search(parts, qs[i%len(qs)], DefaultParams)
+			}
+		})
+	}
+}
+
 // BenchmarkAnalyze analyses a record's worth of prose.
 func BenchmarkAnalyze(b *testing.B) {
 	text := corpus.New(1).Text(120)

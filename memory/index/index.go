@@ -6,6 +6,7 @@
 package index
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"math"
@@ -55,6 +56,14 @@ type Params struct {
 	// among the top k whose text holds a time expression, when the query
 	// asks "when".
 	When float64
+
+	// Context is the share of the score of each of the top k that the
+	// documents of its partition whose ids are one below and one above
+	// its own are raised to, when they score less and hold a query word.
+	// Ids are given in the order records are written, so these are the
+	// turns around a matching turn of a conversation, often about the
+	// same thing, and answering a question together. 0 leaves them alone.
+	Context float64
 }
 
 // DefaultParams are the parameters search uses. Light length
@@ -69,6 +78,7 @@ var DefaultParams = Params{
 	Half:    5,
 	Coord:   1,
 	When:    0.3,
+	Context: 0.7,
 }
 
 // Doc is a document to index.
@@ -675,15 +685,10 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 			c.score += prm.Phrase * share * share * top
 		}
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if better(a, b) {
-			return -1
-		}
-		if better(b, a) {
-			return 1
-		}
-		return 0
-	})
+	sortCands(cands)
+	if prm.Context > 0 {
+		cands = s.context(parts, q, uniq, idf, cands)
+	}
 	cands = cands[:min(len(cands), q.K)]
 	out := make([]Result, len(cands))
 	for i, c := range cands {
@@ -721,6 +726,77 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		out[i] = r
 	}
 	return out
+}
+
+func sortCands(cands []cand) {
+	slices.SortFunc(cands, func(a, b cand) int {
+		if better(a, b) {
+			return -1
+		}
+		if better(b, a) {
+			return 1
+		}
+		return 0
+	})
+}
+
+// context raises the neighbours of the best k of the sorted cands (see
+// Params.Context) and sorts them again.
+func (s *scorer) context(parts []*Partition, q Query, uniq []string, idf []float64, cands []cand) []cand {
+	type at struct {
+		part int
+		doc  uint32
+	}
+	where := make(map[at]int, len(cands))
+	for i, c := range cands {
+		where[at{c.part, c.doc}] = i
+	}
+	for _, src := range slices.Clone(cands[:min(len(cands), q.K)]) {
+		p := parts[src.part]
+		for _, id := range [2]int64{src.id - 1, src.id + 1} {
+			n, ok := p.byID.find(p.docs, id)
+			if !ok || p.docs[n].dead {
+				continue
+			}
+			raised := s.prm.Context * src.score
+			if i, ok := where[at{src.part, n}]; ok {
+				cands[i].score = max(cands[i].score, raised)
+				continue
+			}
+			own := s.docScore(p, n, uniq, idf)
+			d := &p.docs[n]
+			// One holding no query word is left out: nothing in it
+			// says why it was found.
+			if own == 0 || q.Accept != nil && !q.Accept(Candidate{src.part, d.id, d.tag}) {
+				continue
+			}
+			where[at{src.part, n}] = len(cands)
+			cands = append(cands, cand{score: max(own, raised), id: d.id, part: src.part, doc: n})
+		}
+	}
+	sortCands(cands)
+	return cands
+}
+
+// docScore is document n's score for the terms uniq on words alone.
+func (s *scorer) docScore(p *Partition, n uint32, uniq []string, idf []float64) float64 {
+	var score float64
+	held := 0
+	var c cursor
+	for i, t := range uniq {
+		id, ok := p.dict.lookup(t)
+		if !ok || p.terms[id].df == 0 {
+			continue
+		}
+		p.start(&c, id)
+		c.idf = idf[i]
+		c.seek(n)
+		if c.doc() == n {
+			score += s.at(p, &c)
+			held++
+		}
+	}
+	return score * s.share(held)
 }
 
 func squeeze(raw, half float64) float64 {
@@ -895,10 +971,13 @@ func (s *scorer) bound(p *Partition, id uint32, idf float64) float64 {
 
 // maxPhraseChecks caps the records holding every query word that are
 // checked for the phrase in one partition, and maxPhraseWalk the postings
-// walked to find them.
+// of the shortest list walked to find them. A check finds the phrase's
+// rarest word in the record's encoded terms and reads its neighbours,
+// much less than reading every term, so most of a rare quote's records
+// holding its common words can be checked.
 const (
-	maxPhraseChecks = 1000
-	maxPhraseWalk   = 20000
+	maxPhraseChecks = 25000
+	maxPhraseWalk   = 30000
 )
 
 // phraseCands adds to cands the records of p that hold q's terms as a
@@ -910,6 +989,8 @@ func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf [
 		return cands // a word of the phrase, a stop-word maybe, is in no document
 	}
 	cs := make([]*cursor, 0, len(uniq))
+	var inSeq []bool // whether each cursor's term is one of the phrase's
+	anchor := -1     // the phrase's rarest word, where it is looked for
 	for i, t := range uniq {
 		id, ok := p.dict.lookup(t)
 		if !ok || p.terms[id].df == 0 {
@@ -918,41 +999,131 @@ func (s *scorer) phraseCands(p *Partition, pi int, q Query, uniq []string, idf [
 		c := p.cursor(id)
 		c.idf = idf[i]
 		cs = append(cs, c)
+		at := slices.Index(seq, id)
+		inSeq = append(inSeq, at >= 0)
+		if at >= 0 && (anchor < 0 || p.terms[id].df < p.terms[seq[anchor]].df) {
+			anchor = at
+		}
 	}
-	slices.SortFunc(cs, func(a, b *cursor) int { return cmp.Compare(a.n, b.n) })
-	if cs[0].n > maxPhraseWalk {
+	if anchor < 0 {
+		return cands
+	}
+	// The shortest list leads; the next shortest, asked first, turns most
+	// documents away.
+	order := make([]int, len(cs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(cs[a].n, cs[b].n) })
+	lead := order[0]
+	if cs[lead].n > maxPhraseWalk {
 		return cands
 	}
 	checks := 0
+	// The records holding every word, found by leaping each list to the
+	// document another is at.
 walk:
-	for ; cs[0].doc() != math.MaxUint32; cs[0].next() {
-		at := cs[0].doc()
+	for cs[lead].doc() != math.MaxUint32 {
+		at := cs[lead].doc()
+		for _, i := range order[1:] {
+			c := cs[i]
+			c.seek(at)
+			if c.doc() != at {
+				cs[lead].seek(c.doc())
+				continue walk
+			}
+		}
 		d := &p.docs[at]
 		for len(in) > 0 && in[0] < at {
 			in = in[1:]
 		}
-		if d.dead || len(in) > 0 && in[0] == at {
-			continue
-		}
-		for _, c := range cs[1:] {
-			c.seek(at)
-			if c.doc() != at {
-				continue walk
+		// A phrase stands in one field: one holding all its words.
+		fields := uint8(1<<NumFields - 1)
+		for i, c := range cs {
+			if inSeq[i] {
+				fields &= c.buf[c.hdr] & 0xf
 			}
 		}
-		score := s.at(p, cs[0])
-		for _, c := range cs[1:] {
-			score += s.at(p, c)
+		if d.dead || len(in) > 0 && in[0] == at || fields == 0 {
+			cs[lead].next()
+			continue
 		}
 		if checks++; checks > maxPhraseChecks {
 			break
 		}
-		if runShare(p, at, seq, &s.sc) < 1 || q.Accept != nil && !q.Accept(Candidate{pi, d.id, d.tag}) {
-			continue
+		if holdsPhrase(p, at, seq, anchor, fields) && (q.Accept == nil || q.Accept(Candidate{pi, d.id, d.tag})) {
+			var score float64
+			for _, c := range cs {
+				score += s.at(p, c)
+			}
+			cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})
 		}
-		cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})
+		cs[lead].next()
 	}
 	return cands
+}
+
+// holdsPhrase reports whether one of the fields of document n of p in
+// the mask fields holds the term ids q in order, side by side. It looks
+// for the bytes of q[anchor] among the field's encoded terms, and reads
+// the terms on either side of each place it stands.
+func holdsPhrase(p *Partition, n uint32, q []uint32, anchor int, fields uint8) bool {
+	var enc [binary.MaxVarintLen32]byte
+	key := enc[:binary.PutUvarint(enc[:], uint64(q[anchor]))]
+	d := &p.docs[n]
+	from := p.docStart(n)
+	for f := range NumFields {
+		b := p.toks[from:d.ends[f]]
+		from = d.ends[f]
+		if fields&(1<<f) == 0 {
+			continue
+		}
+		for i := 0; ; {
+			j := bytes.Index(b[i:], key)
+			if j < 0 {
+				break
+			}
+			j += i
+			i = j + 1
+			// A term's bytes start after the last byte of the one
+			// before, the only byte of a uvarint below 0x80.
+			if (j == 0 || b[j-1] < 0x80) && phraseAt(b, j, len(key), q, anchor) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// phraseAt reports whether the encoded terms b hold q with q[anchor] the
+// n bytes at b[at:].
+func phraseAt(b []byte, at, n int, q []uint32, anchor int) bool {
+	off := at + n
+	for _, t := range q[anchor+1:] {
+		if off >= len(b) {
+			return false
+		}
+		v, m := uvarint32(b[off:])
+		if v != t {
+			return false
+		}
+		off += m
+	}
+	end := at // just after the term before
+	for k := anchor - 1; k >= 0; k-- {
+		if end == 0 {
+			return false
+		}
+		start := end - 1
+		for start > 0 && b[start-1] >= 0x80 {
+			start--
+		}
+		if v, _ := uvarint32(b[start:end]); v != q[k] {
+			return false
+		}
+		end = start
+	}
+	return true
 }
 
 // search runs MaxScore over one partition, adding to h. Cursors are kept

@@ -123,6 +123,109 @@ func TestPhraseAsWritten(t *testing.T) {
 	}
 }
 
+// TestPhraseAmongManyHolders checks that a quote is found when thousands
+// of records hold its words apart, more than its words alone rank, and
+// the one holding it as written was written last: why names the words
+// and the field they are in.
+func TestPhraseAmongManyHolders(t *testing.T) {
+	p := NewPartition()
+	for i := range 3000 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{fmt.Sprintf("n%d", i), "", "logs logs and more logs, then a release, release notes and the release"}})
+	}
+	p.Put(Doc{ID: 5000, Fields: [NumFields]string{"x", "", "we read the logs release then the incident closed, and a long note about other things went on"}})
+	q := "logs release then the"
+	got := Search([]*Partition{p}, Query{Terms: Analyze(q), Phrase: Sequence(q), K: 5}, DefaultParams)
+	if len(got) == 0 || got[0].ID != 5000 {
+		t.Fatalf("top %v, want 5000 first", ids(got))
+	}
+	if !cmp.Equal(got[0].Terms, []string{"log", "releas"}) || !cmp.Equal(got[0].Fields, []Field{Body}) {
+		t.Errorf("why: %q in %v", got[0].Terms, got[0].Fields)
+	}
+}
+
+// TestHoldsPhraseMatchesBruteForce checks the phrase check against the
+// terms read one by one, with term ids of one, two and three bytes.
+func TestHoldsPhraseMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	p := NewPartition()
+	// Words enough that later ones take two bytes, or three.
+	var pad []string
+	for i := range 17000 {
+		pad = append(pad, "w"+strconv.Itoa(i))
+	}
+	p.Put(Doc{ID: 0, Fields: [NumFields]string{2: strings.Join(pad, " ")}})
+	words := []string{"the", "of", "alpha", "beta", "gamma", "is", "w5", "w300", "w16500"}
+	for n := uint32(1); n < 3000; n++ {
+		var fields [NumFields]string
+		for f := range NumFields {
+			var ws []string
+			for range r.Intn(10) {
+				ws = append(ws, words[r.Intn(len(words))])
+			}
+			fields[f] = strings.Join(ws, " ")
+		}
+		p.Put(Doc{ID: int64(n), Fields: fields})
+		var qs []string
+		for range 1 + r.Intn(4) {
+			qs = append(qs, words[r.Intn(len(words))])
+		}
+		q := phraseIDs(p, Query{Phrase: Sequence(strings.Join(qs, " "))})
+		anchor := slices.IndexFunc(q, func(t uint32) bool { return !p.stop[t] })
+		if anchor < 0 {
+			continue
+		}
+		want := false
+		for f := range NumFields {
+			fl := p.field(n, f, nil)
+			for j := 0; j+len(q) <= len(fl); j++ {
+				want = want || slices.Equal(fl[j:j+len(q)], q)
+			}
+		}
+		if got := holdsPhrase(p, n, q, anchor, 1<<NumFields-1); got != want {
+			t.Fatalf("fields %q, phrase %q: holdsPhrase %v, want %v", fields, qs, got, want)
+		}
+	}
+}
+
+// TestContextRaisesNeighbours checks that the turn written just after the
+// best match rises above turns that share as many of the question's words
+// but were said elsewhere, that why names its own words, and that a
+// neighbour holding none of them is not raised.
+func TestContextRaisesNeighbours(t *testing.T) {
+	p := NewPartition()
+	turns := []string{
+		"Nadia: guess what, big news today.",
+		"Omar: I found a flat above a bakery in Walthamstow.",
+		"Nadia: lovely Omar, you will wake to the smell of warm bread every single morning there.",
+		"Nadia: how was the concert?",
+		"Omar: loud.",
+		"Nadia: and the exam, Omar?",
+		"Omar: fine.",
+		"Nadia: the train, Omar?",
+		"Omar: late again.",
+	}
+	for i, turn := range turns {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{2: turn}})
+	}
+	q := "Why did Omar pick the flat above the bakery?"
+	query := Query{Terms: Analyze(q), Phrase: Sequence(q), K: 3}
+	off := DefaultParams
+	off.Context = 0
+	if got := ids(Search([]*Partition{p}, query, off)); slices.Contains(got, 2) {
+		t.Fatalf("without context the neighbour is already in the top 3: %v", got)
+	}
+	got := Search([]*Partition{p}, query, DefaultParams)
+	if len(got) < 2 || got[0].ID != 1 || got[1].ID != 2 {
+		t.Fatalf("top %v, want 1 then 2", ids(got))
+	}
+	if !cmp.Equal(got[1].Terms, []string{"omar"}) || !cmp.Equal(got[1].Fields, []Field{Body}) {
+		t.Errorf("why: %q in %v", got[1].Terms, got[1].Fields)
+	}
+	if slices.Contains(ids(Search([]*Partition{p}, Query{Terms: query.Terms, Phrase: query.Phrase, K: 10}, DefaultParams)), 0) {
+		t.Error("a neighbour holding no query word was raised")
+	}
+}
+
 // TestEveryWordOutranksSome checks the coordination of query words: the
 // record holding all three words, once each in a longer body, ranks above
 // short records holding only the two rarer ones, which BM25F alone ranks

@@ -4,8 +4,10 @@
 // evidence turns must come back) and on known items of a generated corpus
 // at several sizes (a record searched for by a few of its words, or by an
 // exact phrase of its body). It searches through memory.Store on SQLite,
-// the path the tools take, and compares ranking variants on the engine
-// itself. It imports memory, memory/index, memory/sqlite and scope.
+// the path the tools take, the known items also through a Searcher the
+// caller starts on the same database (the real server over stdio), and
+// compares ranking variants on the engine itself. It imports memory,
+// memory/index, memory/sqlite and scope.
 package eval
 
 import (
@@ -163,7 +165,40 @@ type Config struct {
 	// Corpus generates the first n records of the corpus known items
 	// are drawn from; the same n gives the same records.
 	Corpus func(n int) []Record
+	// Serve, when set, starts the server on the seeded store of the known
+	// items at dbPath, for the workspace at root, and the known items are
+	// searched for through it as well as through the store.
+	Serve func(ctx context.Context, dbPath, root string) (Searcher, error)
 }
+
+// Searcher searches a seeded store as a client of the server would.
+type Searcher interface {
+	// Search returns the keys of the best limit records for query, best
+	// first.
+	Search(ctx context.Context, query string, limit int) ([]string, error)
+	// Close stops the server.
+	Close() error
+}
+
+// storeSearcher searches through memory.Store, the path the tools take.
+type storeSearcher struct {
+	st *memory.Store
+	p  scope.Identity
+}
+
+func (s storeSearcher) Search(ctx context.Context, query string, limit int) ([]string, error) {
+	hits, err := s.st.Search(ctx, s.p, memory.SearchOptions{Query: query, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(hits))
+	for i, h := range hits {
+		keys[i] = h.Record.Key
+	}
+	return keys, nil
+}
+
+func (s storeSearcher) Close() error { return s.st.Close() }
 
 // Record is one generated record of the known-item evaluation.
 type Record struct {
@@ -287,18 +322,20 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "\nKnown items of the generated corpus: %d records per size searched for by %d of their words that together name the record, at most %d visible records holding all of them (keywords), or by %d consecutive words of their body (phrase); recall@5 is the share found in the top 5. Any %d words is the keyword query before that condition, which at 20,000 records often names hundreds of records; it is shown for comparison, not as a target.\n\n",
 		knownItems, keywordLen, maxHolders, phraseLen, keywordLen)
-	fmt.Fprintln(stdout, "| records | keywords recall@5 | phrase recall@5 | keywords MRR | phrase MRR | any 3 words recall@5 | keyword draws replaced |")
-	fmt.Fprintln(stdout, "|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(stdout, "| records | searched through | keywords recall@5 | phrase recall@5 | keywords MRR | phrase MRR | any 3 words recall@5 | keyword draws replaced | search p50 |")
+	fmt.Fprintln(stdout, "|--:|---|--:|--:|--:|--:|--:|--:|--:|")
 	var known []knownCorpus
 	for _, n := range cfg.Sizes {
 		kc := makeKnown(cfg.Corpus(n), cfg.Seed)
 		known = append(known, kc)
-		ki, err := knownItemEval(ctx, tmp, kc, stderr)
+		sets, err := knownItemEval(ctx, tmp, kc, cfg.Serve, stderr)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %d |\n", thousands(n), ki.kinds[named].r5, ki.kinds[phrased].r5,
-			ki.kinds[named].mrr, ki.kinds[phrased].mrr, ki.kinds[anyWords].r5, ki.redrawn)
+		for _, ki := range sets {
+			fmt.Fprintf(stdout, "| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %d | %v |\n", thousands(n), ki.path, ki.kinds[named].r5, ki.kinds[phrased].r5,
+				ki.kinds[named].mrr, ki.kinds[phrased].mrr, ki.kinds[anyWords].r5, kc.redrawn, ki.p50)
+		}
 	}
 
 	fmt.Fprintln(stdout, "\nRanking variants on the engine alone (recall@5 / MRR; sessions also recall@10; known items by keywords and by phrase at each size):")
@@ -400,9 +437,11 @@ const (
 	anyWords        // keywords drawn without regard to other records
 )
 
+// knownSet is what the known-item queries scored through one path.
 type knownSet struct {
-	kinds   [3]score
-	redrawn int // keyword draws replaced because they named too many records
+	path  string // "store" or "MCP"
+	kinds [3]score
+	p50   time.Duration // the median time of a search
 }
 
 // knownQuery is a known-item query and the key of the record it seeks.
@@ -469,15 +508,22 @@ func makeKnown(recs []Record, seed int64) knownCorpus {
 }
 
 // knownItemEval seeds the records of kc into a store and searches for
-// the known ones through it.
-func knownItemEval(ctx context.Context, tmp string, kc knownCorpus, stderr io.Writer) (knownSet, error) {
-	out := knownSet{redrawn: kc.redrawn}
-	root := filepath.Join(tmp, fmt.Sprintf("known-%d", len(kc.recs)))
-	st, err := open(ctx, filepath.Join(root, "memory.db"), nil)
-	if err != nil {
-		return out, err
+// the known ones through it, then, with serve, through the server.
+func knownItemEval(ctx context.Context, tmp string, kc knownCorpus, serve func(ctx context.Context, dbPath, root string) (Searcher, error), stderr io.Writer) ([]knownSet, error) {
+	dir := filepath.Join(tmp, fmt.Sprintf("known-%d", len(kc.recs)))
+	if err := os.MkdirAll(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		return nil, err
 	}
-	defer st.Close()
+	// The server resolves the root the same way, so both see one project.
+	root, err := scope.Root(filepath.Join(dir, "workspace"), "")
+	if err != nil {
+		return nil, err
+	}
+	dbPath := filepath.Join(dir, "memory.db")
+	st, err := open(ctx, dbPath, nil)
+	if err != nil {
+		return nil, err
+	}
 	this := memory.Project{ID: scope.IdentityOf(root)}
 	other := memory.Project{ID: scope.IdentityOf(root + "-other")}
 	start := time.Now()
@@ -487,26 +533,51 @@ func knownItemEval(ctx context.Context, tmp string, kc knownCorpus, stderr io.Wr
 			p = other
 		}
 		if _, _, err := st.Put(ctx, p, rec.Write); err != nil {
-			return out, fmt.Errorf("seed record %d: %w", i, err)
+			st.Close()
+			return nil, fmt.Errorf("seed record %d: %w", i, err)
 		}
 	}
 	fmt.Fprintf(stderr, "memory-bench: seeded %d records for the known-item evaluation in %v\n", len(kc.recs), time.Since(start).Round(time.Millisecond))
+	s, err := knownSearches(ctx, "store", storeSearcher{st, this.ID}, kc, stderr)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || serve == nil {
+		return []knownSet{s}, err
+	}
+	srv, err := serve(ctx, dbPath, root)
+	if err != nil {
+		return nil, err
+	}
+	m, err := knownSearches(ctx, "MCP", srv, kc, stderr)
+	if cerr := srv.Close(); err == nil {
+		err = cerr
+	}
+	return []knownSet{s, m}, err
+}
+
+// knownSearches asks the known-item queries of kc through s.
+func knownSearches(ctx context.Context, path string, s Searcher, kc knownCorpus, stderr io.Writer) (knownSet, error) {
+	out := knownSet{path: path}
+	var took []time.Duration
 	for kind, qs := range kc.queries {
 		var sc score
 		for _, q := range qs {
-			hits, err := st.Search(ctx, this.ID, memory.SearchOptions{Query: q.text, Limit: 10})
+			start := time.Now()
+			keys, err := s.Search(ctx, q.text, 10)
+			took = append(took, time.Since(start))
 			if err != nil {
-				return out, fmt.Errorf("known-item query %q: %w", q.text, err)
-			}
-			keys := make([]string, len(hits))
-			for i, h := range hits {
-				keys[i] = h.Record.Key
+				return out, fmt.Errorf("known-item query %q through %s: %w", q.text, path, err)
 			}
 			if sc.add(keys, []string{q.key}) < 1 && os.Getenv("MEMORY_EVAL_VERBOSE") != "" {
-				fmt.Fprintf(stderr, "miss (kind %d): %q want %s got %v\n", kind, q.text, q.key, keys[:min(5, len(keys))])
+				fmt.Fprintf(stderr, "miss (%s, kind %d): %q want %s got %v\n", path, kind, q.text, q.key, keys[:min(5, len(keys))])
 			}
 		}
 		out.kinds[kind] = sc.mean()
+	}
+	if len(took) > 0 {
+		slices.Sort(took)
+		out.p50 = took[len(took)/2].Round(time.Microsecond)
 	}
 	return out, nil
 }
@@ -633,6 +704,9 @@ func variants() []variant {
 		{name: "no time words for when", prm: noWhen},
 		{name: "no date words", prm: d, undated: true},
 		{name: "neither", prm: noWhen, undated: true},
+		v("no neighbours raised", func(p *index.Params) { p.Context = 0 }),
+		v("neighbours raised to 0.5", func(p *index.Params) { p.Context = 0.5 }),
+		v("neighbours raised to 0.9", func(p *index.Params) { p.Context = 0.9 }),
 	}
 }
 
