@@ -58,48 +58,56 @@ func shared(b string, lv scope.Level) bool {
 	return strings.HasPrefix(b, "team:") && lv != scope.System && lv != scope.Project
 }
 
-// drain turns the changes that writers other than a push left in the
-// outbox (MCP tools over HTTP, the command line) into changes of the log.
-func (l *Log) drain(ctx context.Context, tx *sql.Tx, q *seqs) error {
+// Name is a record's name waiting in the outbox, in the row Row.
+type Name struct {
+	Row    int64
+	Bucket string
+	Scope  scope.Level
+	Type   memory.Type
+	Key    string
+}
+
+// Waiting returns the names waiting in the outbox that no change has
+// closed yet, in the order they came.
+func Waiting(ctx context.Context, tx *sql.Tx) ([]Name, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id, bucket, scope, type, key FROM sync_outbox WHERE change_id IS NULL ORDER BY id`)
 	if err != nil {
-		return fmt.Errorf("drain: %w", err)
+		return nil, err
 	}
-	type name struct {
-		id     int64
-		bucket string
-		lv     scope.Level
-		typ    memory.Type
-		key    string
-	}
-	var names []name
+	defer rows.Close()
+	var names []Name
 	for rows.Next() {
-		var n name
-		if err := rows.Scan(&n.id, &n.bucket, &n.lv, &n.typ, &n.key); err != nil {
-			rows.Close()
-			return err
+		var n Name
+		if err := rows.Scan(&n.Row, &n.Bucket, &n.Scope, &n.Type, &n.Key); err != nil {
+			return nil, err
 		}
 		names = append(names, n)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	return names, rows.Err()
+}
+
+// drain turns the changes that writers other than a push left in the
+// outbox (MCP tools over HTTP, the command line) into changes of the log.
+func (l *Log) drain(ctx context.Context, tx *sql.Tx, q *seqs) error {
+	names, err := Waiting(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
 	}
 	for _, n := range names {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE id = $1`, n.id); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE id = $1`, n.Row); err != nil {
 			return err
 		}
-		if !shared(n.bucket, n.lv) {
+		if !shared(n.Bucket, n.Scope) {
 			continue
 		}
-		c := Change{ID: "srv-" + NewID(), Scope: n.lv.String(), Type: string(n.typ), Key: n.key, Op: OpDelete}
-		rec, err := l.st.Named(ctx, tx, n.bucket, n.lv, n.typ, n.key)
+		c := Change{ID: "srv-" + NewID(), Scope: n.Scope.String(), Type: string(n.Type), Key: n.Key, Op: OpDelete}
+		rec, err := l.st.Named(ctx, tx, n.Bucket, n.Scope, n.Type, n.Key)
 		if err == nil {
 			c.Op, c.Record = OpPut, VersionOf(rec)
 		} else if !errors.Is(err, memory.ErrNotFound) {
 			return err
 		}
-		latest, err := latestOf(ctx, tx, n.bucket, n.lv, n.typ, n.key)
+		latest, err := latestOf(ctx, tx, n.Bucket, n.Scope, n.Type, n.Key)
 		if err != nil {
 			return err
 		}
@@ -107,7 +115,7 @@ func (l *Log) drain(ctx context.Context, tx *sql.Tx, q *seqs) error {
 			continue // nothing the log holds is gone
 		}
 		c.Base = latest.seq
-		if _, err := l.append(ctx, tx, q, n.bucket, n.lv, c, 0); err != nil {
+		if _, err := l.append(ctx, tx, q, n.Bucket, n.Scope, c, 0); err != nil {
 			return err
 		}
 	}

@@ -153,65 +153,45 @@ func (s *Syncer) close(ctx context.Context) error {
 		} else if v != "" {
 			json.Unmarshal([]byte(v), &who)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, bucket, scope, type, key FROM sync_outbox WHERE change_id IS NULL ORDER BY id`)
+		opens, err := team.Waiting(ctx, tx)
 		if err != nil {
 			return err
 		}
-		type open struct {
-			id     int64
-			bucket string
-			lv     scope.Level
-			typ    memory.Type
-			key    string
-		}
-		var opens []open
-		for rows.Next() {
-			var o open
-			if err := rows.Scan(&o.id, &o.bucket, &o.lv, &o.typ, &o.key); err != nil {
-				rows.Close()
-				return err
-			}
-			opens = append(opens, o)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
 		for _, o := range opens {
-			if o.bucket != local {
+			if o.Bucket != local {
 				// A team identity's records (this store is a team
 				// server's too): not this machine's to share.
-				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE id = $1`, o.id); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE id = $1`, o.Row); err != nil {
 					return err
 				}
 				continue
 			}
-			c := team.Change{ID: team.NewID(), Machine: machine, Scope: o.lv.String(), Type: string(o.typ), Key: o.key, Op: team.OpDelete}
-			rec, err := s.st.Named(ctx, tx, o.bucket, o.lv, o.typ, o.key)
+			c := team.Change{ID: team.NewID(), Machine: machine, Scope: o.Scope.String(), Type: string(o.Type), Key: o.Key, Op: team.OpDelete}
+			rec, err := s.st.Named(ctx, tx, o.Bucket, o.Scope, o.Type, o.Key)
 			if err == nil {
 				c.Op, c.Record = team.OpPut, team.VersionOf(rec)
 			} else if !errors.Is(err, memory.ErrNotFound) {
 				return err
 			}
-			if c.Base, err = nameSeq(ctx, tx, o.lv, o.typ, o.key); err != nil {
+			if c.Base, err = nameSeq(ctx, tx, o.Scope, o.Type, o.Key); err != nil {
 				return err
 			}
 			if c.Op == team.OpDelete && c.Base == 0 {
 				// Made and deleted here before the team ever had it.
-				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE id = $1`, o.id); err != nil {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE id = $1`, o.Row); err != nil {
 					return err
 				}
 				continue
 			}
-			if o.lv != scope.System {
+			if o.Scope != scope.System {
 				c.Tenant = who.Tenant
 			}
-			if o.lv == scope.Workspace {
+			if o.Scope == scope.Workspace {
 				c.User = who.User
 			}
 			b, _ := json.Marshal(c)
 			if _, err := tx.ExecContext(ctx, `UPDATE sync_outbox SET change_id = $1, op = $2, base = $3, record = $4, created_at = $5 WHERE id = $6`,
-				c.ID, c.Op, c.Base, string(b), s.st.Now().UnixNano(), o.id); err != nil {
+				c.ID, c.Op, c.Base, string(b), s.st.Now().UnixNano(), o.Row); err != nil {
 				return err
 			}
 		}
