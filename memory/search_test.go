@@ -371,3 +371,33 @@ func TestSearchShadowingAfterChurn(t *testing.T) {
 		t.Errorf("the project's keys were never packed")
 	}
 }
+
+// TestSearchNeighboursKeepFilters: the record written just after a top
+// match is raised beside it, but never past the caller's filters, its
+// expiry or a narrower record of its name.
+func TestSearchNeighboursKeepFilters(t *testing.T) {
+	s, c := mustOpen(t)
+	ttl := time.Hour
+	put(t, s, projA, Write{Scope: scope.System, Type: Semantic, Key: "release-rollback", Body: "rollback the release with the deploy tool, then rollback the flags"})
+	put(t, s, projA, Write{Scope: scope.System, Type: Semantic, Key: "flags", Body: "the deploy flags live in one file"})
+	put(t, s, projA, Write{Type: Semantic, Key: "flags", Body: "this project keeps no flags"})
+	put(t, s, projA, Write{Type: Semantic, Key: "rollback-steps", Body: "rollback steps: rollback the deploy and tell the channel"})
+	put(t, s, projA, Write{Type: Working, Key: "scratch", Body: "deploy notes for today", TTL: &ttl})
+
+	all := keysOf(mustSearch(t, s, projA, SearchOptions{Query: "rollback deploy"}))
+	if !slices.Contains(all, "scratch") {
+		t.Fatalf("the note written beside the project's top match is not found: %v", all)
+	}
+	for _, h := range mustSearch(t, s, projA, SearchOptions{Query: "rollback deploy"}) {
+		if h.Record.Key == "flags" && h.Record.Scope != scope.Project {
+			t.Errorf("the system record beside a top match shows past the project's own of its name: %+v", h.Record)
+		}
+	}
+	if got := keysOf(mustSearch(t, s, projA, SearchOptions{Query: "rollback deploy", Types: []Type{Semantic}})); slices.Contains(got, "scratch") {
+		t.Errorf("types filter: the working note beside a match is found: %v", got)
+	}
+	c.Add(2 * time.Hour)
+	if got := keysOf(mustSearch(t, s, projA, SearchOptions{Query: "rollback deploy"})); slices.Contains(got, "scratch") {
+		t.Errorf("expired neighbour found: %v", got)
+	}
+}
