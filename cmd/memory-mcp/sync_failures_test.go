@@ -339,3 +339,42 @@ func killMid(t *testing.T, e env, ready func() bool) {
 	}
 	t.Fatal("the round never got under way")
 }
+
+// Two rounds at once on one machine (the stdio server's and a hook's
+// memory-mcp sync) send each change once: the server holds each write of
+// the machine as one change, and a teammate pulls each once.
+func TestSyncTwoRoundsAtOnce(t *testing.T) {
+	onBoth(t, func(t *testing.T, tm *syncTeam) {
+		alice := tm.machine(tm.token("acme", "alice"))
+		const n = 40
+		for i := range n {
+			put(t, alice, "tenant", fmt.Sprintf("fact-%d", i), fmt.Sprintf("Fact %d, written before two rounds at once.", i))
+		}
+		errs := make(chan string, 2)
+		for range 2 {
+			go func() {
+				out, errOut, err := runCLI(t, alice, "", "sync")
+				if err != nil {
+					errs <- fmt.Sprintf("%v: %s%s", err, out, errOut)
+					return
+				}
+				errs <- ""
+			}()
+		}
+		for range 2 {
+			if e := <-errs; e != "" {
+				t.Errorf("a round failed: %s", e)
+			}
+		}
+		if st, _ := status(t, alice); st.Pending != 0 {
+			t.Errorf("pending %d after both rounds", st.Pending)
+		}
+		bob := tm.machine(tm.token("acme", "bob"))
+		if got := syncOK(t, bob); got.Pulled != n {
+			t.Errorf("bob pulled %d changes, want each of the %d once", got.Pulled, n)
+		}
+		if c := syncOK(t, alice); c.Pushed != 0 || c.Conflicts != 0 {
+			t.Errorf("alice's next round: %+v", c)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"database/sql"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,4 +146,55 @@ func pgDump(t *testing.T, e env) string {
 		t.Fatal("pg_dump's output lacks the change that was stored: it read another database")
 	}
 	return string(out)
+}
+
+// A change the server's log holds but this machine refuses (a secret
+// stored before a rule for it existed, or a server that is not to be
+// trusted) is set aside here with its reason, stored nowhere on the
+// machine, and does not hold up the change after it, this round or the
+// next.
+func TestSyncPulledSecretSetAside(t *testing.T) {
+	tm := newSyncTeam(t, false)
+	const stand = "STANDIN-FOR-A-SECRET"
+	secret := fakeAWSKey()
+	res := pushRaw(t, tm.servers[0].url, tm.token("acme", "alice"),
+		fact("old-rule", "the deploy key is "+stand), fact("after", "the change behind it"))
+	if res[0].Status != team.Stored || res[1].Status != team.Stored {
+		t.Fatalf("push: %+v", res)
+	}
+	tm.servers[0].stop(t)
+	db, err := sql.Open("sqlite3", "file:"+tm.srv.db+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := db.Exec(`UPDATE sync_log SET record = replace(record, ?1, ?2) WHERE instr(record, ?1) > 0`, stand, secret)
+	if n, _ := r.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("planting the secret in the log: %d rows, %v", n, err)
+	}
+	db.Close()
+	tm.restart(0)
+
+	bob := tm.machine(tm.token("acme", "bob"))
+	if n := syncOK(t, bob); n.Pulled != 1 {
+		t.Errorf("bob pulled %+v, want the one change he may keep", n)
+	}
+	if body(t, bob, "tenant", "after") == "" || body(t, bob, "tenant", "old-rule") != "" {
+		t.Error("bob's store: want the change behind the refused one, and not the refused one")
+	}
+	st, text := status(t, bob)
+	if len(st.Aside) != 1 || st.Aside[0].Key != "old-rule" || !strings.Contains(st.Aside[0].Reason, "secret") {
+		t.Errorf("set aside: %+v", st.Aside)
+	}
+	if strings.Contains(text, secret) {
+		t.Errorf("sync status shows the secret:\n%s", text)
+	}
+	if n := syncOK(t, bob); n.Pulled != 0 {
+		t.Errorf("the next round pulled %+v again", n)
+	}
+	files, _ := filepath.Glob(bob.db + "*")
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret", f)
+		}
+	}
 }
