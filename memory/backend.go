@@ -134,6 +134,15 @@ func (s *Store) jsonValues(expr string) string {
 	return "json_each(" + expr + ")"
 }
 
+// usesRows is a table u of the uses in param, a JSON array of
+// [id, n, at] triples, in columns id, n and at.
+func (s *Store) usesRows(param string) string {
+	if s.pg {
+		return "(SELECT e->>0 AS id, CAST(e->>1 AS BIGINT) AS n, CAST(e->>2 AS BIGINT) AS at FROM jsonb_array_elements(CAST(" + param + " AS jsonb)) AS e) AS u"
+	}
+	return "(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS n, json_extract(value, '$[2]') AS at FROM json_each(" + param + ")) AS u"
+}
+
 // inIDs holds where col is one of the ids in param, a JSON array. On
 // PostgreSQL it is a comparison with an array, which the plan kept for a
 // prepared statement reads by the primary key (a join with the array's

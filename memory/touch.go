@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"sync"
 	"time"
 )
@@ -96,23 +97,24 @@ func (s *Store) hasPending() bool {
 	return len(s.uses.pending) > 0
 }
 
-// writeUses adds uses to the stored counts within tx.
+// writeUses adds uses to the stored counts within tx, in one statement
+// whatever their number: on PostgreSQL each statement is a round trip.
 func (s *Store) writeUses(ctx context.Context, tx *sql.Tx, uses map[string]touch) error {
 	if len(uses) == 0 {
 		return nil
 	}
-	st, err := tx.PrepareContext(ctx, `UPDATE records SET use_count = use_count + $1,
-		last_accessed_at = `+s.greatest("coalesce(last_accessed_at, 0)", "$2")+` WHERE id = $3`)
+	rows := make([][3]any, 0, len(uses))
+	for id, u := range uses {
+		rows = append(rows, [3]any{id, u.n, u.at})
+	}
+	param, err := json.Marshal(rows)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	for id, u := range uses {
-		if _, err := st.ExecContext(ctx, u.n, u.at, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = tx.ExecContext(ctx, `UPDATE records SET use_count = use_count + u.n,
+		last_accessed_at = `+s.greatest("coalesce(last_accessed_at, 0)", "u.at")+`
+		FROM `+s.usesRows("$1")+` WHERE records.id = u.id`, string(param))
+	return err
 }
 
 // flushLater is the timer's flush.

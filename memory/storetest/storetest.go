@@ -630,6 +630,31 @@ func testCounts(t *testing.T, newDB NewDB) {
 	if got.UseCount != r.UseCount+2 || got.LastAccessedAt == nil {
 		t.Fatalf("uses = %d (last %v), want %d", got.UseCount, got.LastAccessedAt, r.UseCount+2)
 	}
+	// Uses of several records reach the database together, each its own,
+	// and uses of a record that is gone change nothing.
+	before := map[string]memory.Record{}
+	var ids []string
+	for i := 2; i < 5; i++ {
+		k := fmt.Sprintf("f%d", i)
+		rec, _ := s.Peek(ctx, projA.ID, memory.Selector{Key: k})
+		before[k] = rec
+		for range i {
+			ids = append(ids, rec.ID)
+		}
+	}
+	if err := s.Touch(ctx, append(ids, "no-such-record")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i < 5; i++ {
+		k := fmt.Sprintf("f%d", i)
+		got, _ := s.Peek(ctx, projA.ID, memory.Selector{Key: k})
+		if got.UseCount != before[k].UseCount+int64(i) || got.LastAccessedAt == nil {
+			t.Fatalf("%s: uses = %d (last %v), want %d", k, got.UseCount, got.LastAccessedAt, before[k].UseCount+int64(i))
+		}
+	}
 	st, err := s.Stats(ctx)
 	if err != nil || st.Records != 7 {
 		t.Fatalf("stats = %+v, %v", st, err)
