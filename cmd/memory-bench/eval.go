@@ -12,6 +12,8 @@ import (
 
 	"prom.codes/memory-mcp/cmd/memory-bench/internal/eval"
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/embed"
+	"prom.codes/memory-mcp/memory/embed/embedtest"
 )
 
 // runEval measures search quality (see package eval) on the labelled sets
@@ -29,6 +31,12 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return recs
 	}
 	ecfg := eval.Config{Dir: cfg.evalDir, Sizes: cfg.evalSizes, Seed: cfg.seed, Corpus: corpus}
+	e, name, stop, err := evalEndpoint()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	ecfg.Embed, ecfg.EmbedName = e, name
 	if !cfg.evalStoreOnly {
 		tmp, err := os.MkdirTemp("", "memory-bench-eval-")
 		if err != nil {
@@ -52,6 +60,34 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}
 	}
 	return eval.Run(ctx, ecfg, stdout, stderr)
+}
+
+// evalEndpoint is the embeddings endpoint hybrid search is evaluated
+// with: a real one when MEMORY_MCP_TEST_EMBEDDINGS_URL names it (with
+// _MODEL, default nomic-embed-text, and _KEY), as for the tests, else the
+// tests' deterministic stand-in on loopback.
+func evalEndpoint() (*embed.Client, string, func(), error) {
+	url, model := os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_URL"), os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_MODEL")
+	stop := func() {}
+	if url == "" {
+		srv, err := embedtest.Start()
+		if err != nil {
+			return nil, "", nil, err
+		}
+		url, model, stop = srv.URL, "toy", srv.Close
+	} else if model == "" {
+		model = "nomic-embed-text"
+	}
+	c, err := embed.New(embed.Config{URL: url, Model: model, Key: os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_KEY")})
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	name := fmt.Sprintf("model %s at %s", c.Model(), c.Endpoint())
+	if os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_URL") == "" {
+		name = "the tests' stand-in endpoint (memory/embed/embedtest: eight groups of synonyms, other words hashed)"
+	}
+	return c, name, stop, nil
 }
 
 // mcpSearcher searches with the server's memory_search tool.

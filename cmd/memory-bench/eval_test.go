@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,21 @@ func TestEvalReport(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	// Hybrid search with the stand-in endpoint, beside keyword search: on
+	// the conversations it finds more (the stand-in is
+	// deterministic, so this is the fusion's behaviour, not chance).
+	var kw, hy float64
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "| conversations | 31 | ") && strings.Count(line, "|") == 9 {
+			var r10, mrr float64
+			if _, err := fmt.Sscanf(line, "| conversations | 31 | %f | %f | %f | %f |", &kw, &r10, &mrr, &hy); err != nil {
+				t.Fatalf("hybrid row %q: %v", line, err)
+			}
+		}
+	}
+	if kw == 0 || hy <= kw {
+		t.Errorf("conversations: keyword recall@5 %.3f, hybrid %.3f; want hybrid ahead:\n%s", kw, hy, out.String())
 	}
 }
 

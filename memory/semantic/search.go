@@ -124,15 +124,15 @@ func passes(r memory.Record, opts memory.SearchOptions) bool {
 	return true
 }
 
-// rrfK damps reciprocal rank fusion: a rank r counts 1/(rrfK + r).
-const rrfK = 60
-
 // HybridSearch fuses the keyword ranking of Search with the similarity
-// ranking of SemanticSearch by reciprocal rank fusion: a record scores
-// the sum of 1/(60 + its rank) in each ranking, scaled so that first in
-// every ranking that found anything is 1; a record found by meaning alone
-// scores that times its similarity, so that a neighbour that is only the
-// nearest of unrelated records scores low. An exact keyword hit, a record
+// ranking of SemanticSearch: a record scores the mean of its keyword score
+// relative to the best keyword hit's and its similarity to the query (a
+// keyword hit past the neighbours read counts the last neighbour's). A
+// model that finds every record about as similar adds about the same to
+// each and leaves the keyword order; one that tells records apart moves
+// them, and a record found by meaning alone scores half its similarity
+// beside keyword hits, so that the nearest of unrelated records scores
+// low. An exact keyword hit, a record
 // holding every searchable word of the query, ranks above every record
 // that is not one, and scores at least as high; exact hits are looked for
 // among the best 100 keyword matches. opts.MinScore applies to
@@ -203,17 +203,31 @@ func fuse(kw, sem []memory.Hit, terms, want []string, limit int, minScore float6
 	if lists == 0 {
 		return []memory.Hit{}
 	}
-	best := float64(lists) / (rrfK + 1)
+	// A convex combination of the two scores: the keyword score relative
+	// to the best keyword hit, and the similarity itself. A model that
+	// tells records apart moves them; one that finds everything about as
+	// similar adds about the same to each and leaves the keyword order.
+	// A keyword hit the similarity ranking did not reach is no more
+	// similar than the last neighbour it holds.
+	kwTop, floor := 0.0, 0.0
+	if len(kw) > 0 {
+		kwTop = kw[0].Score
+	}
+	if len(sem) > 0 {
+		floor = min(1, max(0, sem[len(sem)-1].Score))
+	}
 	for i, h := range kw {
 		f := get(h)
-		f.score += 1 / float64(rrfK+i+1)
+		if kwTop > 0 {
+			f.score = h.Score / kwTop
+		}
 		f.kwRank = i + 1
+		f.sim = floor
 		f.exact = (want == nil || containsAll(h.Why.Terms, want)) && holdsAll(h.Record, terms)
 	}
-	for i, h := range sem {
+	for _, h := range sem {
 		f := get(h)
-		f.score += 1 / float64(rrfK+i+1)
-		f.sim = h.Score
+		f.sim = min(1, max(0, h.Score))
 		if f.kwRank == 0 {
 			// Past the depth of the keyword ranking, an exact hit is still one.
 			f.exact = holdsAll(h.Record, terms)
@@ -221,14 +235,7 @@ func fuse(kw, sem []memory.Hit, terms, want []string, limit int, minScore float6
 	}
 	var fuzzy float64 // the best score of a record that is not an exact hit
 	for _, f := range all {
-		f.score = min(1, f.score/best)
-		if f.kwRank == 0 {
-			// Found by meaning alone: ranks would give the tenth neighbour
-			// of an unrelated query a score near the top's. Weighed by its
-			// similarity, min_score keeps what is near and drops what is
-			// merely nearest.
-			f.score *= min(1, max(0, f.sim))
-		}
+		f.score = min(1, (f.score+f.sim)/float64(lists))
 		if !f.exact {
 			fuzzy = max(fuzzy, f.score)
 		}

@@ -569,6 +569,47 @@ func TestFuseProperties(t *testing.T) {
 	}
 }
 
+// TestFuseWeighsSimilarity checks what the similarity does to the keyword
+// order: a model that finds every record about as similar leaves it, and
+// one that tells them apart moves the record it finds much nearer up.
+func TestFuseWeighsSimilarity(t *testing.T) {
+	hit := func(id string, score float64) memory.Hit {
+		return memory.Hit{Record: memory.Record{ID: id, Key: id, Body: "words"}, Score: score}
+	}
+	keys := func(hs []memory.Hit) string {
+		var ks []string
+		for _, h := range hs {
+			ks = append(ks, h.Record.Key)
+		}
+		return strings.Join(ks, " ")
+	}
+	terms := memory.Terms("nothing held")
+	kw := []memory.Hit{hit("a", 1), hit("b", 0.6), hit("c", 0.3)}
+	// About as similar, c nearest by a hair, a not among the neighbours:
+	// rank fusion put c first.
+	flat := []memory.Hit{hit("c", 0.51), hit("x", 0.505), hit("b", 0.50), hit("y", 0.49)}
+	if got := keys(fuse(kw, flat, terms, nil, 3, 0, false)); got != "a b c" {
+		t.Errorf("flat similarities: %s, want the keyword order a b c", got)
+	}
+	// c much nearer than the rest: it passes b, and a, the best keyword
+	// hit and no neighbour, stays first.
+	sharp := []memory.Hit{hit("c", 0.9), hit("x", 0.3), hit("b", 0.25), hit("y", 0.2)}
+	if got := keys(fuse(kw, sharp, terms, nil, 4, 0, false)); got != "a c b x" {
+		t.Errorf("sharp similarities: %s, want a c b x", got)
+	}
+	// Beside keyword hits, a record found by meaning alone scores half
+	// its similarity: min_score drops the nearest of unrelated records.
+	far := []memory.Hit{hit("x", 0.3)}
+	if got := keys(fuse(kw[:1], far, terms, nil, 5, 0.2, false)); got != "a" {
+		t.Errorf("min_score 0.2: %s, want a alone", got)
+	}
+	// With no keyword hit, the score is the similarity, as in semantic
+	// search.
+	if out := fuse(nil, far, terms, nil, 5, 0, false); len(out) != 1 || out[0].Score != 0.3 {
+		t.Errorf("meaning alone: %+v, want x at 0.3", out)
+	}
+}
+
 func mustAtoi(s string) int {
 	var n int
 	fmt.Sscan(s, &n)

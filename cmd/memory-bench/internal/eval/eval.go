@@ -6,8 +6,9 @@
 // exact phrase of its body). It searches through memory.Store on SQLite,
 // the path the tools take, the known items also through a Searcher the
 // caller starts on the same database (the real server over stdio), and
-// compares ranking variants on the engine itself. It imports memory,
-// memory/index, memory/sqlite and scope.
+// compares ranking variants on the engine itself, and with an embeddings
+// endpoint compares hybrid search with keyword search. It imports memory,
+// memory/index, memory/semantic, memory/sqlite, scope and secrets.
 package eval
 
 import (
@@ -169,6 +170,10 @@ type Config struct {
 	// items at dbPath, for the workspace at root, and the known items are
 	// searched for through it as well as through the store.
 	Serve func(ctx context.Context, dbPath, root string) (Searcher, error)
+	// Embed, when set, is the embeddings endpoint hybrid search is
+	// compared with keyword search through; EmbedName says what it is.
+	Embed     Embedder
+	EmbedName string
 }
 
 // Searcher searches a seeded store as a client of the server would.
@@ -298,7 +303,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		name string
 		qs   []labelled
 	}{{"facts", factQs}, {"conversations", convQs}, {"sessions", allSess}} {
-		sc, err := scoreStore(ctx, st, set.qs, stderr)
+		sc, err := scoreStore(ctx, keywordSearch(st), set.qs, stderr)
 		if err != nil {
 			return err
 		}
@@ -313,11 +318,17 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		if k == "" {
 			qs, name = allSess, "all"
 		}
-		sc, err := scoreStore(ctx, st, qs, stderr)
+		sc, err := scoreStore(ctx, keywordSearch(st), qs, stderr)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "| %s | %d | %.3f | %.3f | %.3f | %.3f |\n", name, len(qs), ceiling[k]/float64(len(qs)), sc.r5, sc.r10, sc.mrr)
+	}
+
+	if cfg.Embed != nil {
+		if err := writeHybrid(ctx, stdout, stderr, st, cfg.Embed, cfg.EmbedName, kindSets(factQs, convQs, allSess, byKind)); err != nil {
+			return err
+		}
 	}
 
 	fmt.Fprintf(stdout, "\nKnown items of the generated corpus: %d records per size searched for by %d of their words that together name the record, at most %d visible records holding all of them (keywords), or by %d consecutive words of their body (phrase); recall@5 is the share found in the top 5. Any %d words is the keyword query before that condition, which at 20,000 records often names hundreds of records; it is shown for comparison, not as a target.\n\n",
@@ -396,25 +407,6 @@ func (s *score) add(keys, relevant []string) float64 {
 func (s score) mean() score {
 	n := float64(max(s.n, 1))
 	return score{s.r5 / n, s.r10 / n, s.mrr / n, s.n}
-}
-
-// scoreStore runs qs through Store.Search and returns the mean scores.
-func scoreStore(ctx context.Context, st *memory.Store, qs []labelled, stderr io.Writer) (score, error) {
-	var sc score
-	for _, q := range qs {
-		hits, err := st.Search(ctx, q.project.ID, memory.SearchOptions{Query: q.query, Limit: 10})
-		if err != nil {
-			return sc, fmt.Errorf("eval query %q: %w", q.query, err)
-		}
-		keys := make([]string, len(hits))
-		for i, h := range hits {
-			keys[i] = h.Record.Key
-		}
-		if sc.add(keys, q.relevant) < 1 && os.Getenv("MEMORY_EVAL_VERBOSE") != "" {
-			fmt.Fprintf(stderr, "miss: %q want %v got %v\n", q.query, q.relevant, keys[:min(5, len(keys))])
-		}
-	}
-	return sc.mean(), nil
 }
 
 const (
