@@ -22,6 +22,38 @@ func twoProcesses(t *testing.T) (a, b *ws) {
 	return newWSAt(t, root, mustOpen(t, db)), newWSAt(t, root, mustOpen(t, db))
 }
 
+// syncMidWrite makes b sync during a's next write, once a's file is
+// renamed into place and before a commits: b reads the state and the
+// directory then, and waits. finish lets b go on and returns its sync's
+// report.
+func syncMidWrite(a, b *ws) (finish func() (Report, error)) {
+	read, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	b.dir.hook = func(at, _ string) {
+		if at == "read" {
+			close(read)
+			<-release
+		}
+	}
+	var rep Report
+	var err error
+	a.dir.hook = func(at, _ string) {
+		if at != "write" {
+			return
+		}
+		a.dir.hook = nil
+		go func() {
+			defer close(done)
+			rep, err = Sync(b.ctx, b.st, b.p, b.dir)
+		}()
+		<-read
+	}
+	return func() (Report, error) {
+		close(release)
+		<-done
+		return rep, err
+	}
+}
+
 func (w *ws) del(ctx context.Context, key string) error {
 	lvl := scope.Project
 	_, err := w.st.Delete(ctx, w.project(), memory.Selector{Key: key, Scope: &lvl})
@@ -39,32 +71,12 @@ func (w *ws) del(ctx context.Context, key string) error {
 // file that is gone, and the next write of the key would be refused.
 func TestSyncDoesNotImportAFileDeletedMeanwhile(t *testing.T) {
 	a, b := twoProcesses(t)
-	read, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	b.dir.hook = func(at, _ string) {
-		if at == "read" {
-			close(read)
-			<-release
-		}
-	}
-	var rep Report
-	var serr error
-	a.dir.hook = func(at, _ string) {
-		if at != "write" {
-			return
-		}
-		a.dir.hook = nil
-		go func() {
-			defer close(done)
-			rep, serr = Sync(b.ctx, b.st, b.p, b.dir)
-		}()
-		<-read // b has read the state, without gamma, and gamma.md
-	}
+	finish := syncMidWrite(a, b)
 	a.put(memory.Semantic, "gamma", "", "First.")
 	if err := a.del(a.ctx, "gamma"); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
-	<-done
+	rep, serr := finish()
 	if serr != nil {
 		t.Fatal(serr)
 	}
@@ -90,30 +102,10 @@ func TestSyncDoesNotImportAFileDeletedMeanwhile(t *testing.T) {
 // keeps its source and its time, and the file stays as it was written.
 func TestSyncLeavesAFileItsWriterRecords(t *testing.T) {
 	a, b := twoProcesses(t)
-	read, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	b.dir.hook = func(at, _ string) {
-		if at == "read" {
-			close(read)
-			<-release
-		}
-	}
-	var rep Report
-	var serr error
-	a.dir.hook = func(at, _ string) {
-		if at != "write" {
-			return
-		}
-		a.dir.hook = nil
-		go func() {
-			defer close(done)
-			rep, serr = Sync(b.ctx, b.st, b.p, b.dir)
-		}()
-		<-read // b has read gamma.md, and a state without it
-	}
+	finish := syncMidWrite(a, b)
 	rec := a.put(memory.Semantic, "gamma", "", "First.")
 	data := a.read("gamma.md")
-	close(release)
-	<-done
+	rep, serr := finish()
 	if serr != nil {
 		t.Fatal(serr)
 	}
