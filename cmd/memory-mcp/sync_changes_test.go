@@ -26,9 +26,7 @@ func TestSyncUpdatesAndDeletes(t *testing.T) {
 		if n := syncOK(t, bob); n.Pulled != 1 {
 			t.Errorf("bob pulled %d changes, want the delete", n.Pulled)
 		}
-		if got := body(t, bob, "tenant", "ci"); got != "" {
-			t.Errorf("bob still reads the deleted fact: %q", got)
-		}
+		wantBody(t, "bob", bob, "tenant", "ci", "")
 		for range 2 {
 			syncOK(t, alice)
 			syncOK(t, bob)
@@ -36,12 +34,8 @@ func TestSyncUpdatesAndDeletes(t *testing.T) {
 		later := tm.machine(tm.token("acme", "dave"))
 		syncOK(t, later)
 		for name, m := range map[string]env{"alice": alice, "bob": bob, "a later machine": later} {
-			if got := body(t, m, "tenant", "ci"); got != "" {
-				t.Errorf("%s reads the deleted fact again: %q", name, got)
-			}
-			if got := body(t, m, "tenant", "keep"); got != "This one stays." {
-				t.Errorf("%s reads the kept fact as %q", name, got)
-			}
+			wantBody(t, name, m, "tenant", "ci", "")
+			wantBody(t, name, m, "tenant", "keep", "This one stays.")
 		}
 		// The delete is not sent again by anyone.
 		if n := syncOK(t, bob); n.Pushed != 0 || n.Pulled != 0 {
@@ -74,9 +68,7 @@ func TestSyncConflictsConverge(t *testing.T) {
 			t.Errorf("alice, whose change lost, counts %d conflicts", n.Conflicts)
 		}
 		for name, m := range map[string]env{"alice": alice, "bob": bob} {
-			if got := body(t, m, "tenant", "release"); got != "Release on Tuesdays (bob)." {
-				t.Errorf("%s reads %q, want the later-accepted version", name, got)
-			}
+			wantBody(t, name, m, "tenant", "release", "Release on Tuesdays (bob).")
 		}
 		st, text := status(t, alice)
 		if len(st.Conflicts) != 1 {
@@ -103,9 +95,7 @@ func TestSyncConflictsConverge(t *testing.T) {
 		}
 		syncOK(t, alice)
 		syncOK(t, bob)
-		if got := body(t, bob, "tenant", "release"); got != "Release on Mondays (alice)." {
-			t.Errorf("after restore bob reads %q", got)
-		}
+		wantBody(t, "bob", bob, "tenant", "release", "Release on Mondays (alice).")
 		if st, _ := status(t, alice); len(st.Conflicts) != 0 {
 			t.Errorf("the restored conflict is still listed: %+v", st.Conflicts)
 		}
@@ -120,9 +110,7 @@ func TestSyncConflictsConverge(t *testing.T) {
 		later := tm.machine(tm.token("acme", "erin"))
 		syncOK(t, later)
 		for name, m := range map[string]env{"alice": alice, "bob": bob, "a later machine": later} {
-			if got := body(t, m, "tenant", "release"); got != "" {
-				t.Errorf("%s reads %q after the delete that was accepted last", name, got)
-			}
+			wantBody(t, name, m, "tenant", "release", "")
 		}
 		st, text = status(t, bob)
 		if len(st.Conflicts) != 1 || st.Conflicts[0].Loser.Record == nil || st.Conflicts[0].Loser.Record.Body != "Release whenever (bob)." ||

@@ -114,6 +114,15 @@ func remove(t *testing.T, e env, level, key string) {
 	}
 }
 
+// wantBody checks that who, machine e, reads the level fact key as want
+// ("": not at all).
+func wantBody(t *testing.T, who string, e env, level, key, want string) {
+	t.Helper()
+	if got := body(t, e, level, key); got != want {
+		t.Errorf("%s reads the %s fact %s as %q, want %q", who, level, key, got, want)
+	}
+}
+
 // body reads key at level on e: its body, or "" when e has no such record.
 func body(t *testing.T, e env, level, key string) string {
 	t.Helper()

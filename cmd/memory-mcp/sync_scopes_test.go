@@ -24,27 +24,15 @@ func TestSyncScopes(t *testing.T) {
 		for _, m := range []env{alice2, bob, carol} {
 			syncOK(t, m)
 		}
-		if got := body(t, bob, "tenant", "deploy-day"); got != "We deploy on Tuesdays." {
-			t.Errorf("bob reads the tenant fact as %q", got)
-		}
-		if got := body(t, alice2, "tenant", "deploy-day"); got != "We deploy on Tuesdays." {
-			t.Errorf("alice's second machine reads the tenant fact as %q", got)
-		}
-		if got := body(t, carol, "tenant", "deploy-day"); got != "" {
-			t.Errorf("another tenant reads the tenant fact: %q", got)
-		}
-		if got := body(t, alice2, "workspace", "editor"); got != "Alice edits with vim." {
-			t.Errorf("alice's second machine reads her workspace fact as %q", got)
-		}
+		wantBody(t, "bob", bob, "tenant", "deploy-day", "We deploy on Tuesdays.")
+		wantBody(t, "alice's second machine", alice2, "tenant", "deploy-day", "We deploy on Tuesdays.")
+		wantBody(t, "carol", carol, "tenant", "deploy-day", "")
+		wantBody(t, "alice's second machine", alice2, "workspace", "editor", "Alice edits with vim.")
 		for name, m := range map[string]env{"bob": bob, "carol": carol} {
-			if got := body(t, m, "workspace", "editor"); got != "" {
-				t.Errorf("%s reads alice's workspace fact: %q", name, got)
-			}
+			wantBody(t, name, m, "workspace", "editor", "")
 		}
 		for name, m := range map[string]env{"alice2": alice2, "bob": bob, "carol": carol} {
-			if got := body(t, m, "project", "local-only"); got != "" {
-				t.Errorf("%s reads alice's project fact: %q", name, got)
-			}
+			wantBody(t, name, m, "project", "local-only", "")
 		}
 		if n := recordCount(t, carol); n != 0 {
 			t.Errorf("carol of another tenant holds %d records", n)
@@ -77,9 +65,7 @@ func TestSyncAdminSystemFact(t *testing.T) {
 		syncOK(t, admin)
 		for name, m := range map[string]env{"bob": bob, "carol": carol} {
 			syncOK(t, m)
-			if got := body(t, m, "system", "test-runner"); got != "use go test" {
-				t.Errorf("%s reads the system fact as %q", name, got)
-			}
+			wantBody(t, name, m, "system", "test-runner", "use go test")
 		}
 		// Narrowest wins on the merged records.
 		put(t, bob, "tenant", "test-runner", "use make test")
@@ -100,9 +86,7 @@ func TestSyncAdminSystemFact(t *testing.T) {
 			t.Errorf("pending %d after the refused change was set aside", st.Pending)
 		}
 		syncOK(t, carol)
-		if got := body(t, carol, "system", "bobs-rule"); got != "" {
-			t.Errorf("a non-admin's system fact reached another tenant: %q", got)
-		}
+		wantBody(t, "carol", carol, "system", "bobs-rule", "")
 	})
 }
 
@@ -118,15 +102,9 @@ func TestSyncWithHTTPClients(t *testing.T) {
 		alice := tm.machine(tok)
 		syncOK(t, bob)
 		syncOK(t, alice)
-		if got := body(t, bob, "tenant", "from-http"); got != "Written over HTTP." {
-			t.Errorf("bob reads %q", got)
-		}
-		if got := body(t, bob, "workspace", "mine-http"); got != "" {
-			t.Errorf("bob reads alice's workspace fact written over HTTP: %q", got)
-		}
-		if got := body(t, alice, "workspace", "mine-http"); got != "Alice's, over HTTP." {
-			t.Errorf("alice's machine reads %q", got)
-		}
+		wantBody(t, "bob", bob, "tenant", "from-http", "Written over HTTP.")
+		wantBody(t, "bob", bob, "workspace", "mine-http", "")
+		wantBody(t, "alice's machine", alice, "workspace", "mine-http", "Alice's, over HTTP.")
 		put(t, bob, "tenant", "from-machine", "Pushed by bob's machine.")
 		syncOK(t, bob)
 		if got := bodyOf(t, cs, "from-machine"); got != "Pushed by bob's machine." {
@@ -134,8 +112,6 @@ func TestSyncWithHTTPClients(t *testing.T) {
 		}
 		ok(t, cs, "memory_delete", map[string]any{"key": "from-http", "type": "semantic", "scope": "tenant"})
 		syncOK(t, bob)
-		if got := body(t, bob, "tenant", "from-http"); got != "" {
-			t.Errorf("deleted over HTTP, bob still reads %q", got)
-		}
+		wantBody(t, "bob", bob, "tenant", "from-http", "")
 	})
 }
