@@ -100,6 +100,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Tokens", testTokens},
 		{"Embeddings", testEmbeddings},
 		{"CountsAndUses", testCounts},
+		{"UsesOfTwoStoresAddUp", testUsesAddUp},
 		{"MirrorState", testMirrorState},
 		{"Cache", testCache},
 		{"MoveProject", testMoveProject},
@@ -658,6 +659,43 @@ func testCounts(t *testing.T, newDB NewDB) {
 	st, err := s.Stats(ctx)
 	if err != nil || st.Records != 7 {
 		t.Fatalf("stats = %+v, %v", st, err)
+	}
+}
+
+// testUsesAddUp: two stores on one database (two processes, or two
+// replicas) count uses of the same records and flush them at once; every
+// use is stored, each record's its own.
+func testUsesAddUp(t *testing.T, newDB NewDB) {
+	target := newDB(t)
+	a, b := Open(t, target, NewClock()), Open(t, target, NewClock())
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, put(t, a, projA, fact(fmt.Sprintf("u%d", i), "fact")).ID)
+	}
+	var wg sync.WaitGroup
+	for _, s := range []*memory.Store{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 20 {
+				// u0 once a round, u1 twice, u2 three times.
+				if err := s.Touch(ctx, []string{ids[0], ids[1], ids[1], ids[2], ids[2], ids[2]}); err != nil {
+					t.Error(err)
+				}
+				if round%5 == 4 {
+					if err := s.Flush(ctx); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 3 {
+		got, err := a.Peek(ctx, projA.ID, memory.Selector{Key: fmt.Sprintf("u%d", i)})
+		if want := int64(2 * 20 * (i + 1)); err != nil || got.UseCount != want {
+			t.Errorf("u%d: uses = %d, %v; want %d", i, got.UseCount, err, want)
+		}
 	}
 }
 
