@@ -519,6 +519,7 @@ func TestSemanticTeamIdentities(t *testing.T) {
 func TestFuseProperties(t *testing.T) {
 	r := rand.New(rand.NewSource(7))
 	terms := memory.Terms("postgres backup")
+	kept := 0 // rounds with any hit: the checks below must see some
 	for round := range 2000 {
 		pool := make([]memory.Hit, 30)
 		for i := range pool {
@@ -531,16 +532,25 @@ func TestFuseProperties(t *testing.T) {
 			}
 			pool[i] = memory.Hit{Record: memory.Record{ID: fmt.Sprint(i), Key: fmt.Sprintf("k%d", i), Body: body}}
 		}
+		// Each ranking best first, with scores within 0..1 falling down it,
+		// as Search and SemanticSearch give them.
 		pick := func() []memory.Hit {
 			var l []memory.Hit
+			score := 0.2 + 0.8*r.Float64()
 			for _, i := range r.Perm(len(pool))[:r.Intn(len(pool))] {
-				l = append(l, pool[i])
+				h := pool[i]
+				h.Score = score
+				score *= r.Float64()
+				l = append(l, h)
 			}
 			return l
 		}
 		kw, sem := pick(), pick()
 		limit, minScore := 1+r.Intn(20), r.Float64()*0.6
 		out := fuse(kw, sem, terms, nil, limit, minScore, false)
+		if len(out) > 0 {
+			kept++
+		}
 		if len(out) > limit {
 			t.Fatalf("round %d: %d hits over the limit %d", round, len(out), limit)
 		}
@@ -566,6 +576,9 @@ func TestFuseProperties(t *testing.T) {
 				t.Fatalf("round %d: body kept", round)
 			}
 		}
+	}
+	if kept < 1000 {
+		t.Fatalf("only %d of 2000 rounds kept any hit", kept)
 	}
 }
 
