@@ -38,6 +38,11 @@ func (l *Log) Enable(ctx context.Context) error {
 		return nil
 	}
 	return l.st.WriteTx(ctx, func(tx *sql.Tx) error {
+		// Asked again under the write lock: another replica may have
+		// started the log since.
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_on)`).Scan(&on); err != nil || on {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_on (id) VALUES (1) ON CONFLICT DO NOTHING`); err != nil {
 			return fmt.Errorf("enable sync: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/storetest"
 	"prom.codes/memory-mcp/memory/team"
+	"prom.codes/memory-mcp/scope"
 )
 
 var ctx = context.Background()
@@ -139,4 +140,47 @@ func TestConcurrentPushesNeverSkipped(t *testing.T) {
 			t.Fatalf("the log holds %d changes, the reader met %d; want %d", len(all.Changes), len(seen), writers*each)
 		}
 	})
+}
+
+// Replicas starting the log for the first time at once put the shared
+// records already stored in it once each, not once per replica.
+func TestFirstStartOnReplicasAtOnce(t *testing.T) {
+	for _, pg := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sqlite", true: "postgres"}[pg], func(t *testing.T) {
+			if pg && os.Getenv(storetest.PostgresEnv) == "" {
+				t.Skipf("%s is not set", storetest.PostgresEnv)
+			}
+			for round := range 5 {
+				target := filepath.Join(t.TempDir(), "memory.db")
+				if pg {
+					target = storetest.NewPostgres(t)
+				}
+				sa, sb := storetest.Open(t, target, nil), storetest.Open(t, target, nil)
+				for i := range 10 {
+					w := memory.Write{Scope: scope.System, Type: memory.Semantic, Key: fmt.Sprintf("rule-%d", i), Body: "Kept."}
+					if _, _, err := sa.Put(ctx, memory.Project{ID: scope.IdentityOf("/work/x")}, w); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var wg sync.WaitGroup
+				for _, st := range []*memory.Store{sa, sb} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := team.New(st).Enable(ctx); err != nil {
+							t.Error(err)
+						}
+					}()
+				}
+				wg.Wait()
+				page, err := team.New(sa).Pull(ctx, alice, 0, team.MaxPull)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page.Changes) != 10 {
+					t.Fatalf("round %d: the log holds %d changes for 10 records", round, len(page.Changes))
+				}
+			}
+		})
+	}
 }

@@ -60,6 +60,17 @@ func (s *Syncer) Enable(ctx context.Context) error {
 		return nil
 	}
 	return s.st.WriteTx(ctx, func(tx *sql.Tx) error {
+		// Asked again under the write lock: another process on this
+		// database may have joined since, and its queue must stay.
+		if m, err = s.meta(ctx, tx, "team"); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_on)`).Scan(&on); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		if on && m == joined {
+			return nil
+		}
 		for _, q := range []string{`DELETE FROM sync_outbox`, `DELETE FROM sync_names`,
 			`DELETE FROM sync_meta WHERE name IN ('cursor', 'identity', 'last_sync', 'last_error')`,
 			`INSERT INTO sync_on (id) VALUES (1) ON CONFLICT DO NOTHING`,
