@@ -22,7 +22,10 @@ type client struct {
 }
 
 func newClient(c Config) *client {
-	return &client{url: strings.TrimRight(c.URL, "/"), token: c.Token, hc: &http.Client{Timeout: 60 * time.Second}}
+	// A redirect is never followed: it would carry the token and the
+	// team's memory to an address the user did not name.
+	hc := &http.Client{Timeout: 60 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &client{url: baseURL(c.URL), token: c.Token, hc: hc}
 }
 
 // Error is a round that failed, in one line for people.

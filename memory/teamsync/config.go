@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"prom.codes/memory-mcp/memory"
@@ -50,7 +51,7 @@ func Path(home string) string { return filepath.Join(home, ".prometheus", "team.
 // PROMETHEUS_MEMORY_TEAM_TOKEN, which win, else the file team join wrote
 // under home. No team is a zero Config and no error.
 func Load(getenv func(string) string, home string) (Config, error) {
-	u, tok := strings.TrimSpace(getenv("PROMETHEUS_MEMORY_TEAM_URL")), strings.TrimSpace(getenv("PROMETHEUS_MEMORY_TEAM_TOKEN"))
+	u, tok := baseURL(getenv("PROMETHEUS_MEMORY_TEAM_URL")), strings.TrimSpace(getenv("PROMETHEUS_MEMORY_TEAM_TOKEN"))
 	if u != "" || tok != "" {
 		if u == "" || tok == "" {
 			return Config{}, errors.New("PROMETHEUS_MEMORY_TEAM_URL and PROMETHEUS_MEMORY_TEAM_TOKEN go together: set both, or neither")
@@ -66,7 +67,9 @@ func Load(getenv func(string) string, home string) (Config, error) {
 	if err != nil {
 		return Config{}, fmt.Errorf("team: %w", err)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
+	// Windows has no file modes to check: the user profile's access list
+	// protects the file there, as it does the database.
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
 		return Config{}, fmt.Errorf("team: %s holds a token and others may read it (mode %o): chmod 600 it", p, fi.Mode().Perm())
 	}
 	b, err := os.ReadFile(p)
@@ -77,14 +80,23 @@ func Load(getenv func(string) string, home string) (Config, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return Config{}, fmt.Errorf("team: %s does not parse; run memory-mcp team join again", p)
 	}
-	c := Config{URL: f.URL, Token: f.Token, From: p}
+	c := Config{URL: baseURL(f.URL), Token: f.Token, From: p}
 	return c, c.check()
 }
 
+// baseURL is the team server's URL as it is kept and compared: without
+// surrounding space or a trailing slash, so that one server is one team
+// however it was written.
+func baseURL(s string) string { return strings.TrimRight(strings.TrimSpace(s), "/") }
+
+// check refuses a URL that could carry a secret (a user, a password, a
+// query) or that requests could not be sent under (a fragment), so that
+// the URL may be shown in errors and status as it is.
 func (c Config) check() error {
 	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return errors.New("team: the URL must be http:// or https://HOST[:PORT], without a user or password")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(c.URL, "#") {
+		return errors.New("team: the URL must be http:// or https://HOST[:PORT][/PATH], without a user, password, query or fragment")
 	}
 	if !strings.HasPrefix(c.Token, memory.TokenPrefix) || strings.ContainsAny(c.Token, " \t\r\n") {
 		return errors.New("team: the token must be a mem_ token, as memory-mcp token create prints")
@@ -94,7 +106,7 @@ func (c Config) check() error {
 
 // Join stores url and token under home, readable by this user only.
 func Join(home, url, token string) error {
-	c := Config{URL: strings.TrimRight(strings.TrimSpace(url), "/"), Token: strings.TrimSpace(token)}
+	c := Config{URL: baseURL(url), Token: strings.TrimSpace(token)}
 	if err := c.check(); err != nil {
 		return err
 	}
