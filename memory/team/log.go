@@ -145,12 +145,13 @@ type latest struct {
 	seq     int64
 	op      string
 	machine string
+	record  string // the version it put, as the log holds it
 }
 
 func latestOf(ctx context.Context, tx *sql.Tx, b string, lv scope.Level, t memory.Type, key string) (latest, error) {
 	var la latest
-	err := tx.QueryRowContext(ctx, `SELECT l.seq, l.op, l.machine FROM sync_names n JOIN sync_log l ON l.seq = n.seq
-		WHERE n.bucket = $1 AND n.scope = $2 AND n.type = $3 AND n.key = $4`, b, int(lv), string(t), key).Scan(&la.seq, &la.op, &la.machine)
+	err := tx.QueryRowContext(ctx, `SELECT l.seq, l.op, l.machine, l.record FROM sync_names n JOIN sync_log l ON l.seq = n.seq
+		WHERE n.bucket = $1 AND n.scope = $2 AND n.type = $3 AND n.key = $4`, b, int(lv), string(t), key).Scan(&la.seq, &la.op, &la.machine, &la.record)
 	if errors.Is(err, sql.ErrNoRows) {
 		return latest{}, nil
 	}
@@ -318,6 +319,9 @@ func (l *Log) accept(ctx context.Context, tx *sql.Tx, q *seqs, tok memory.Token,
 			return 0, refusedOr(err)
 		}
 		c.Record = VersionOf(rec)
+		if held, _ := json.Marshal(c.Record); la.op == OpPut && la.record == string(held) {
+			return la.seq, nil // the team holds this version already: nothing to tell anyone
+		}
 	case OpDelete:
 		c.Record = nil
 		if _, err := l.st.DeleteTx(ctx, tx, p, lv, typ, key); errors.Is(err, memory.ErrNotFound) {

@@ -184,3 +184,29 @@ func TestFirstStartOnReplicasAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A put of the version the team holds already (a machine joining again
+// pushes what it has) is answered with that version's seq: nothing new
+// is logged, and no teammate is told their version lost.
+func TestPushOfTheHeldVersionChangesNothing(t *testing.T) {
+	both(t, func(t *testing.T, a, b *team.Log) {
+		first := put("k", "the same words", 0)
+		r1, err := a.Push(ctx, alice, []team.Change{first})
+		if err != nil || r1[0].Status != team.Stored {
+			t.Fatalf("push: %+v %v", r1, err)
+		}
+		again := put("k", "the same words", 0)
+		again.Machine = "m2"
+		r2, err := b.Push(ctx, alice, []team.Change{again})
+		if err != nil || r2[0].Status != team.Stored || r2[0].Seq != r1[0].Seq {
+			t.Fatalf("the held version pushed again: %+v %v; want stored at seq %d", r2, err, r1[0].Seq)
+		}
+		page, err := a.Pull(ctx, alice, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Changes) != 1 || page.Changes[0].Replaced != nil {
+			t.Fatalf("pulled %+v; want the one first change", page.Changes)
+		}
+	})
+}
