@@ -33,7 +33,7 @@ func init() {
 // second after its last, a passive checkpoint copies the log back into
 // the database without blocking readers or writers. SQLite restarts the
 // log from its start once a checkpoint has copied all of it, so it stays
-// small; closing the last connection checkpoints what is left.
+// small; closing the store checkpoints what it left.
 const (
 	checkpointEvery = 64
 	checkpointIdle  = time.Second
@@ -98,10 +98,23 @@ func (c *checkpoints) loop() {
 	}
 }
 
-// stop ends the loop.
+// stop ends the loop, and copies back what this process committed since
+// the last checkpoint: the pool closing is the last connection only when
+// no other process has the database open, so a short-lived process beside
+// a running server would otherwise leave its commits in the log.
 func (c *checkpoints) stop() {
 	if c == nil {
 		return
 	}
-	c.once.Do(func() { close(c.done) })
+	c.once.Do(func() {
+		close(c.done)
+		c.mu.Lock()
+		n := c.commits
+		c.mu.Unlock()
+		if n > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			c.db.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+			cancel()
+		}
+	})
 }

@@ -61,3 +61,56 @@ func TestCheckpointsCopyTheLogBack(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Short-lived processes (hooks, the command line) that write and close
+// within a second, beside a server that holds the database open and
+// writes nothing: each copies its own commits back as it closes, so the
+// log does not grow with every one of them.
+func TestShortLivedWritersLeaveTheLogSmall(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "memory.db")
+	server, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	if _, err := server.DB().ExecContext(ctx, "CREATE TABLE t (v TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 1000)
+	walSize := func() int64 {
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	var first int64
+	for run := range 20 {
+		d, err := Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			tx, end, err := d.BeginWrite(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES ($1)", big); err != nil {
+				t.Fatal(err)
+			}
+			if err := end(true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if run == 0 {
+			first = walSize()
+		}
+	}
+	if got := walSize(); got > 3*first {
+		t.Errorf("the log is %d KiB after 20 short runs, %d KiB after the first: it grows with every run", got>>10, first>>10)
+	}
+}
