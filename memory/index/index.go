@@ -753,12 +753,15 @@ func (s *scorer) context(parts []*Partition, q Query, uniq []string, idf []float
 	}
 	for _, src := range slices.Clone(cands[:min(len(cands), q.K)]) {
 		p := parts[src.part]
+		// From the source's score on words alone: a bonus for holding
+		// the phrase or the date is the source's own, and passed on it
+		// would put a turn beside a phrase holder above other holders.
+		raised := s.prm.Context * min(src.score, s.docScore(p, src.doc, uniq, idf))
 		for _, id := range [2]int64{src.id - 1, src.id + 1} {
 			n, ok := p.byID.find(p.docs, id)
 			if !ok || p.docs[n].dead {
 				continue
 			}
-			raised := s.prm.Context * src.score
 			if i, ok := where[at{src.part, n}]; ok {
 				cands[i].score = max(cands[i].score, raised)
 				continue

@@ -649,3 +649,23 @@ func TestAnalyzerASCIIPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestContextNeverPassesAPhraseHolder: a neighbour is raised from its
+// source's score on words alone, so a turn beside a record holding the
+// query's phrase does not push out another record holding the phrase.
+func TestContextNeverPassesAPhraseHolder(t *testing.T) {
+	p := NewPartition()
+	for i := range 40 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{2: fmt.Sprintf("filler note %d about the garden and the weather", i)}})
+	}
+	p.Put(Doc{ID: 100, Fields: [NumFields]string{2: "the blue heron migration route crosses the lake"}})
+	p.Put(Doc{ID: 101, Fields: [NumFields]string{2: "that route again"}})
+	long := strings.Repeat("the garden path and the weather by the old fence, ", 40)
+	p.Put(Doc{ID: 200, Fields: [NumFields]string{2: long + "and the blue heron migration route, " + long}})
+	q := "blue heron migration route"
+	query := Query{Terms: Analyze(q), Phrase: Sequence(q), K: 2}
+	got := ids(Search([]*Partition{p}, query, DefaultParams))
+	if len(got) != 2 || !slices.Contains(got, 100) || !slices.Contains(got, 200) {
+		t.Fatalf("top 2 %v, want the two records holding the phrase, 100 and 200", got)
+	}
+}
