@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -377,4 +379,58 @@ func TestSyncTwoRoundsAtOnce(t *testing.T) {
 			t.Errorf("alice's next round: %+v", c)
 		}
 	})
+}
+
+// The team server's database restored from an older copy: the changes
+// pushed since are gone from it, and its log hands out their seqs again
+// to other changes. A machine whose cursor was past the copy finds out at
+// its next pull, pushes what it holds again and pulls from the start, so
+// neither what it wrote nor what others wrote since is lost.
+func TestSyncServerRestoredFromAnOlderCopy(t *testing.T) {
+	tm := newSyncTeam(t, false)
+	alice, bob := tm.machine(tm.token("acme", "alice")), tm.machine(tm.token("acme", "bob"))
+	put(t, alice, "tenant", "before", "Written before the copy.")
+	syncOK(t, alice)
+	copyFiles := func(from, to string) {
+		for _, sfx := range []string{"", "-wal", "-shm"} {
+			os.Remove(to + sfx)
+			b, err := os.ReadFile(from + sfx)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(to+sfx, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tm.servers[0].stop(t)
+	saved := filepath.Join(t.TempDir(), "copy.db")
+	copyFiles(tm.srv.db, saved)
+	tm.restart(0)
+
+	put(t, alice, "tenant", "after-copy", "Written after the copy.")
+	syncOK(t, alice)
+	syncOK(t, bob)
+	wantBody(t, "bob", bob, "tenant", "after-copy", "Written after the copy.")
+
+	tm.servers[0].stop(t)
+	copyFiles(saved, tm.srv.db)
+	tm.restart(0)
+	// Others write on the restored server, past alice's cursor.
+	for i := range 3 {
+		put(t, bob, "tenant", fmt.Sprintf("restored-%d", i), "Written on the restored server.")
+	}
+	syncOK(t, bob)
+
+	syncOK(t, alice)
+	for i := range 3 {
+		wantBody(t, "alice", alice, "tenant", fmt.Sprintf("restored-%d", i), "Written on the restored server.")
+	}
+	later := tm.machine(tm.token("acme", "carol"))
+	syncOK(t, later)
+	wantBody(t, "a later machine", later, "tenant", "after-copy", "Written after the copy.")
+	wantBody(t, "a later machine", later, "tenant", "before", "Written before the copy.")
 }

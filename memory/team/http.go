@@ -87,7 +87,12 @@ func Handler(l *Log, token func(*http.Request) (memory.Token, bool), log *slog.L
 				return
 			}
 		}
-		resp, err := l.Pull(r.Context(), tok, after, limit)
+		afterID := q.Get("after_id")
+		if afterID != "" && !idRE.MatchString(afterID) {
+			http.Error(w, "after_id must be a change id", http.StatusBadRequest)
+			return
+		}
+		resp, err := l.Pull(r.Context(), tok, after, afterID, limit)
 		if err != nil {
 			if !errors.Is(err, r.Context().Err()) {
 				log.Warn("sync pull", "err", err)

@@ -30,7 +30,7 @@ func TestSecretShapedIDsRefused(t *testing.T) {
 		if res[2].Status != team.Stored {
 			t.Errorf("the change behind them: %+v", res[2])
 		}
-		page, err := a.Pull(ctx, alice, 0, 10)
+		page, err := a.Pull(ctx, alice, 0, "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func TestPushWithoutConfidence(t *testing.T) {
 		if err != nil || res[0].Status != team.Stored {
 			t.Fatal(res, err)
 		}
-		page, err := a.Pull(ctx, alice, 0, 10)
+		page, err := a.Pull(ctx, alice, 0, "", 10)
 		if err != nil || len(page.Changes) != 1 {
 			t.Fatal(page, err)
 		}

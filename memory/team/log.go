@@ -435,10 +435,22 @@ func unixTime(n int64) *time.Time {
 
 // Pull returns the changes tok may see after the cursor after, in order,
 // at most limit of them: those of its user's workspace, its tenant, and
-// the system.
-func (l *Log) Pull(ctx context.Context, tok memory.Token, after int64, limit int) (PullResponse, error) {
+// the system. afterID, when not empty, is the id of the change at after,
+// as the machine pulled it; a log that holds another change there, or
+// none, answers Lost.
+func (l *Log) Pull(ctx context.Context, tok memory.Token, after int64, afterID string, limit int) (PullResponse, error) {
 	if limit <= 0 || limit > MaxPull {
 		limit = DefaultPull
+	}
+	if after > 0 && afterID != "" {
+		var have string
+		err := l.st.DB().QueryRowContext(ctx, `SELECT change_id FROM sync_log WHERE seq = $1`, after).Scan(&have)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return PullResponse{}, fmt.Errorf("pull: %w", err)
+		}
+		if have != afterID {
+			return PullResponse{Identity: Identity{Tenant: tok.Tenant, User: tok.User, Admin: tok.Admin}, Changes: []Change{}, Lost: true}, nil
+		}
 	}
 	var waiting bool
 	if err := l.st.DB().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_outbox)`).Scan(&waiting); err != nil {

@@ -73,7 +73,7 @@ func TestPushOnceAndConflict(t *testing.T) {
 		if err != nil || r3[0].Status != team.Stored {
 			t.Fatal(r3, err)
 		}
-		page, err := a.Pull(ctx, alice, 0, 10)
+		page, err := a.Pull(ctx, alice, 0, "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +117,7 @@ func TestConcurrentPushesNeverSkipped(t *testing.T) {
 				finished = true
 			default:
 			}
-			page, err := b.Pull(ctx, alice, cursor, 7)
+			page, err := b.Pull(ctx, alice, cursor, "", 7)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +132,7 @@ func TestConcurrentPushesNeverSkipped(t *testing.T) {
 				break
 			}
 		}
-		all, err := a.Pull(ctx, alice, 0, team.MaxPull)
+		all, err := a.Pull(ctx, alice, 0, "", team.MaxPull)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func TestFirstStartOnReplicasAtOnce(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				page, err := team.New(sa).Pull(ctx, alice, 0, team.MaxPull)
+				page, err := team.New(sa).Pull(ctx, alice, 0, "", team.MaxPull)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -201,12 +201,38 @@ func TestPushOfTheHeldVersionChangesNothing(t *testing.T) {
 		if err != nil || r2[0].Status != team.Stored || r2[0].Seq != r1[0].Seq {
 			t.Fatalf("the held version pushed again: %+v %v; want stored at seq %d", r2, err, r1[0].Seq)
 		}
-		page, err := a.Pull(ctx, alice, 0, 10)
+		page, err := a.Pull(ctx, alice, 0, "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(page.Changes) != 1 || page.Changes[0].Replaced != nil {
 			t.Fatalf("pulled %+v; want the one first change", page.Changes)
+		}
+	})
+}
+
+// A cursor whose change is not in the log (the server's database restored
+// from an older copy, another server at the URL) is answered Lost, with
+// no changes; one whose change is there is answered as usual.
+func TestPullAfterAChangeNotInTheLog(t *testing.T) {
+	both(t, func(t *testing.T, a, b *team.Log) {
+		c1, c2 := put("one", "1", 0), put("two", "2", 0)
+		rs, err := a.Push(ctx, alice, []team.Change{c1, c2})
+		if err != nil || len(rs) != 2 {
+			t.Fatal(rs, err)
+		}
+		page, err := b.Pull(ctx, alice, rs[0].Seq, c1.ID, 10)
+		if err != nil || page.Lost || len(page.Changes) != 1 || page.Changes[0].ID != c2.ID {
+			t.Fatalf("after the first change: %+v, %v", page, err)
+		}
+		for _, after := range []struct {
+			seq int64
+			id  string
+		}{{rs[0].Seq, c2.ID}, {rs[1].Seq + 100, c2.ID}} {
+			page, err := b.Pull(ctx, alice, after.seq, after.id, 10)
+			if err != nil || !page.Lost || len(page.Changes) != 0 {
+				t.Errorf("after %d (%s): %+v, %v; want lost and no changes", after.seq, after.id, page, err)
+			}
 		}
 	})
 }

@@ -105,6 +105,11 @@ type PullResponse struct {
 	Next int64 `json:"next"`
 	// More says that changes past Next are waiting.
 	More bool `json:"more"`
+	// Lost says that the cursor's change is not in this log: the server's
+	// database was restored from an older copy, or another server answers
+	// at the URL. Nothing else is in the answer; the machine pulls from 0
+	// and pushes what it holds again.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // Limits of one request.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -132,8 +133,12 @@ func (c *client) push(ctx context.Context, changes []team.Change) ([]team.Result
 }
 
 // pull asks for the changes after the cursor.
-func (c *client) pull(ctx context.Context, after int64, limit int) (team.PullResponse, error) {
+func (c *client) pull(ctx context.Context, after int64, afterID string, limit int) (team.PullResponse, error) {
 	var out team.PullResponse
-	err := c.do(ctx, http.MethodGet, team.PullPath+"?after="+strconv.FormatInt(after, 10)+"&limit="+strconv.Itoa(limit), nil, &out)
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "limit": {strconv.Itoa(limit)}}
+	if afterID != "" {
+		q.Set("after_id", afterID)
+	}
+	err := c.do(ctx, http.MethodGet, team.PullPath+"?"+q.Encode(), nil, &out)
 	return out, err
 }

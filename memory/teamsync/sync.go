@@ -71,14 +71,8 @@ func (s *Syncer) Enable(ctx context.Context) error {
 		if on && m == joined {
 			return nil
 		}
-		for _, q := range []string{`DELETE FROM sync_outbox`, `DELETE FROM sync_names`,
-			`DELETE FROM sync_meta WHERE name IN ('cursor', 'identity', 'last_sync', 'last_error')`,
-			`INSERT INTO sync_on (id) VALUES (1) ON CONFLICT DO NOTHING`,
-			`INSERT INTO sync_outbox (bucket, scope, type, key) SELECT project, scope, type, key FROM records
-				WHERE project = '' AND scope > 0 ORDER BY rowid ON CONFLICT DO NOTHING`} {
-			if _, err := tx.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("sync: %w", err)
-			}
+		if err := s.startAfresh(ctx, tx); err != nil {
+			return err
 		}
 		if err := s.setMeta(ctx, tx, "team", joined); err != nil {
 			return err
@@ -90,12 +84,28 @@ func (s *Syncer) Enable(ctx context.Context) error {
 	})
 }
 
+// startAfresh forgets the team's state (the queue, the cursor) and
+// queues every workspace, tenant and system record this machine holds,
+// as for a team it has never synced with.
+func (s *Syncer) startAfresh(ctx context.Context, tx *sql.Tx) error {
+	for _, q := range []string{`DELETE FROM sync_outbox`, `DELETE FROM sync_names`,
+		`DELETE FROM sync_meta WHERE name IN ('cursor', 'cursor_id', 'identity', 'last_sync', 'last_error')`,
+		`INSERT INTO sync_on (id) VALUES (1) ON CONFLICT DO NOTHING`,
+		`INSERT INTO sync_outbox (bucket, scope, type, key) SELECT project, scope, type, key FROM records
+			WHERE project = '' AND scope > 0 ORDER BY rowid ON CONFLICT DO NOTHING`} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+	}
+	return nil
+}
+
 // Disable stops queueing and forgets the team's state: its cursor and
 // what is waiting to go. Conflicts and changes set aside stay.
 func Disable(ctx context.Context, st *memory.Store) error {
 	return st.WriteTx(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{`DELETE FROM sync_on`, `DELETE FROM sync_outbox`, `DELETE FROM sync_names`,
-			`DELETE FROM sync_meta WHERE name IN ('team', 'cursor', 'identity', 'last_sync', 'last_error')`} {
+			`DELETE FROM sync_meta WHERE name IN ('team', 'cursor', 'cursor_id', 'identity', 'last_sync', 'last_error')`} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("team leave: %w", err)
 			}
@@ -134,6 +144,24 @@ func (s *Syncer) Round(ctx context.Context) (Counts, error) {
 	}
 	if err == nil {
 		n.Pulled, n.Conflicts, err = s.pull(ctx)
+	}
+	if errors.Is(err, errLost) {
+		// The server's log is not the one the cursor was in: what this
+		// machine pushed may be gone from it. Push everything again
+		// (the versions the log holds already are no news to it), then
+		// pull it all.
+		err = s.st.WriteTx(ctx, func(tx *sql.Tx) error { return s.startAfresh(ctx, tx) })
+		var again Counts
+		if err == nil {
+			again.Pushed, err = s.push(ctx)
+		}
+		if err == nil {
+			again.Pulled, again.Conflicts, err = s.pull(ctx)
+		}
+		if errors.Is(err, errLost) {
+			err = &Error{Kind: ServerError, Msg: "team server's change log lost this machine's place twice in one round; try again"}
+		}
+		n.Pushed, n.Pulled, n.Conflicts = n.Pushed+again.Pushed, n.Pulled+again.Pulled, n.Conflicts+again.Conflicts
 	}
 	ctx = context.WithoutCancel(ctx)
 	s.st.WriteTx(ctx, func(tx *sql.Tx) error {
@@ -335,9 +363,16 @@ func (s *Syncer) pull(ctx context.Context) (applied, conflicts int, err error) {
 		if err != nil {
 			return applied, conflicts, fmt.Errorf("sync: %w", err)
 		}
-		page, err := s.c.pull(ctx, cur, team.DefaultPull)
+		curID, err := s.meta(ctx, s.st.DB(), "cursor_id")
+		if err != nil {
+			return applied, conflicts, fmt.Errorf("sync: %w", err)
+		}
+		page, err := s.c.pull(ctx, cur, curID, team.DefaultPull)
 		if err != nil {
 			return applied, conflicts, err
+		}
+		if page.Lost {
+			return applied, conflicts, errLost
 		}
 		var a, k int
 		err = s.st.WriteTx(ctx, func(tx *sql.Tx) error {
@@ -367,6 +402,11 @@ func (s *Syncer) pull(ctx context.Context) (applied, conflicts int, err error) {
 			if err := s.setMeta(ctx, tx, "cursor", strconv.FormatInt(page.Next, 10)); err != nil {
 				return err
 			}
+			if n := len(page.Changes); n > 0 {
+				if err := s.setMeta(ctx, tx, "cursor_id", page.Changes[n-1].ID); err != nil {
+					return err
+				}
+			}
 			// Changes of this machine's that the cursor has passed are
 			// done with.
 			if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE seq IS NOT NULL AND seq <= $1`, page.Next); err != nil {
@@ -384,6 +424,9 @@ func (s *Syncer) pull(ctx context.Context) (applied, conflicts int, err error) {
 		}
 	}
 }
+
+// errLost is a pull the server answered Lost (see team.PullResponse).
+var errLost = errors.New("the team server's change log does not hold this machine's cursor")
 
 func (s *Syncer) cursor(ctx context.Context, q querier) (int64, error) {
 	v, err := s.meta(ctx, q, "cursor")
