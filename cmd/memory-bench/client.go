@@ -56,9 +56,15 @@ func (s *session) close() error {
 // call runs one tool call and fails on a tool error: in a benchmark one
 // means the benchmark itself is wrong.
 func (s *session) call(ctx context.Context, tool string, args map[string]any) error {
+	_, err := s.result(ctx, tool, args)
+	return err
+}
+
+// result is call's, with the tool's result.
+func (s *session) result(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if res.IsError {
 		var b strings.Builder
@@ -67,9 +73,9 @@ func (s *session) call(ctx context.Context, tool string, args map[string]any) er
 				b.WriteString(t.Text)
 			}
 		}
-		return fmt.Errorf("%s: tool error: %s", tool, b.String())
+		return nil, fmt.Errorf("%s: tool error: %s", tool, b.String())
 	}
-	return nil
+	return res, nil
 }
 
 // resident is a server's resident set, in bytes, from /proc/PID/status:

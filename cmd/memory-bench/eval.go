@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"prom.codes/memory-mcp/cmd/memory-bench/internal/eval"
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/embed"
@@ -68,44 +66,35 @@ func runEval(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 // tests' deterministic stand-in on loopback.
 func evalEndpoint() (*embed.Client, string, func(), error) {
 	url, model := os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_URL"), os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_MODEL")
-	stop := func() {}
 	if url == "" {
 		srv, err := embedtest.Start()
 		if err != nil {
 			return nil, "", nil, err
 		}
-		url, model, stop = srv.URL, "toy", srv.Close
-	} else if model == "" {
+		c, err := embed.New(embed.Config{URL: srv.URL, Model: "toy"})
+		if err != nil {
+			srv.Close()
+			return nil, "", nil, err
+		}
+		return c, "the tests' stand-in endpoint (memory/embed/embedtest: eight groups of synonyms, other words hashed)", srv.Close, nil
+	}
+	if model == "" {
 		model = "nomic-embed-text"
 	}
 	c, err := embed.New(embed.Config{URL: url, Model: model, Key: os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_KEY")})
 	if err != nil {
-		stop()
 		return nil, "", nil, err
 	}
-	name := fmt.Sprintf("model %s at %s", c.Model(), c.Endpoint())
-	if os.Getenv("MEMORY_MCP_TEST_EMBEDDINGS_URL") == "" {
-		name = "the tests' stand-in endpoint (memory/embed/embedtest: eight groups of synonyms, other words hashed)"
-	}
-	return c, name, stop, nil
+	return c, fmt.Sprintf("model %s at %s", c.Model(), c.Endpoint()), func() {}, nil
 }
 
 // mcpSearcher searches with the server's memory_search tool.
 type mcpSearcher struct{ s *session }
 
 func (m mcpSearcher) Search(ctx context.Context, query string, limit int) ([]string, error) {
-	res, err := m.s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "memory_search", Arguments: map[string]any{"query": query, "limit": limit}})
+	res, err := m.s.result(ctx, "memory_search", map[string]any{"query": query, "limit": limit})
 	if err != nil {
 		return nil, err
-	}
-	if res.IsError {
-		var msg string
-		for _, c := range res.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				msg += t.Text
-			}
-		}
-		return nil, fmt.Errorf("memory_search: tool error: %s", msg)
 	}
 	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
