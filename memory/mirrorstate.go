@@ -154,6 +154,11 @@ func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, 
 	if err != nil {
 		return err
 	}
+	return checkAgainst(cur, st, prev, recheck)
+}
+
+// checkAgainst is checkPrev's judgement of cur, the recorded state.
+func checkAgainst(cur *FileState, st FileState, prev *FileState, recheck Recheck) error {
 	if cur == nil && prev != nil || cur != nil && cur.Hash != st.Hash && (prev == nil || cur.Hash != prev.Hash) {
 		return ErrStale
 	}
@@ -199,14 +204,16 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 	}
 	var out Record
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if cur, err := fileState(ctx, tx, p, st.Stem); err != nil {
+		cur, err := fileState(ctx, tx, p, st.Stem)
+		if err != nil {
 			return err
-		} else if cur != nil && cur.Hash == st.Hash {
+		}
+		if cur != nil && cur.Hash == st.Hash {
 			// The writer that made the file recorded it after the caller
 			// read the state: the store holds the file already.
 			return ErrStale
 		}
-		if err := checkPrev(ctx, tx, p, st, prev, recheck); err != nil {
+		if err := checkAgainst(cur, st, prev, recheck); err != nil {
 			return err
 		}
 		old, found, err := s.fileOwner(ctx, tx, p, rec.ID, st.Stem, w.Key)
