@@ -145,3 +145,21 @@ func BenchmarkRunShare(b *testing.B) {
 		runShare(p, 0, q, &sc)
 	}
 }
+
+// BenchmarkSearchCommonPhrase quotes a phrase every record holds, among
+// other words: every record is a phrase holder, and only the top 10 are
+// wanted.
+func BenchmarkSearchCommonPhrase(b *testing.B) {
+	p := NewPartition()
+	c := corpus.New(5)
+	for i := range 30_000 {
+		p.Put(Doc{ID: int64(i), Fields: [NumFields]string{2: c.Text(20) + " read the release notes " + c.Text(20)}})
+	}
+	q := "read the release notes"
+	query := Query{Terms: Analyze(q), Phrase: Sequence(q), K: 10}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		Search([]*Partition{p}, query, DefaultParams)
+	}
+}

@@ -563,10 +563,11 @@ type Result struct {
 }
 
 type cand struct {
-	score float64
-	id    int64
-	part  int
-	doc   uint32
+	score  float64
+	id     int64
+	part   int
+	doc    uint32
+	phrase bool // found holding the whole phrase: its run's share is 1
 }
 
 // better orders candidates: higher score first, then the larger id (the
@@ -681,15 +682,21 @@ func Search(parts []*Partition, q Query, prm Params) []Result {
 		// holding the words apart, whatever the idf of the words.
 		for i := range cands {
 			c := &cands[i]
-			share := runShare(parts[c.part], c.doc, ids[c.part], &s.sc)
+			share := 1.0
+			if !c.phrase {
+				share = runShare(parts[c.part], c.doc, ids[c.part], &s.sc)
+			}
 			c.score += prm.Phrase * share * share * top
 		}
 	}
 	sortCands(cands)
-	if prm.Context > 0 {
-		cands = s.context(parts, q, uniq, idf, cands)
-	}
+	// Past the best k, a candidate can come back only as a neighbour of
+	// one of them, and then at its raised score: its own is below the
+	// k-th, and context finds its words again.
 	cands = cands[:min(len(cands), q.K)]
+	if prm.Context > 0 {
+		cands = s.context(parts, q, uniq, idf, cands)[:len(cands)]
+	}
 	out := make([]Result, len(cands))
 	for i, c := range cands {
 		r := Result{ID: c.id, Raw: c.score, Score: squeeze(c.score, prm.Half)}
@@ -1059,7 +1066,7 @@ walk:
 			for _, c := range cs {
 				score += s.at(p, c)
 			}
-			cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at})
+			cands = append(cands, cand{score: score, id: d.id, part: pi, doc: at, phrase: true})
 		}
 		cs[lead].next()
 	}
