@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/memory/team"
 )
 
@@ -59,6 +60,32 @@ func TestPushWithoutConfidence(t *testing.T) {
 		}
 		if c := page.Changes[0].Record.Confidence; c == nil || *c != 0.5 {
 			t.Errorf("confidence %v, want 0.5", c)
+		}
+	})
+}
+
+// A machine id is its first pusher's: a teammate pushing under it (so
+// that its owner would take the change for its own and never apply it)
+// is refused, and the owner's changes under it go on.
+func TestMachineIDOfAnotherUserRefused(t *testing.T) {
+	both(t, func(t *testing.T, a, b *team.Log) {
+		bob := memory.Token{Tenant: "acme", User: "bob", Profile: "default"}
+		mine := put("k", "alice's", 0)
+		if rs, err := a.Push(ctx, alice, []team.Change{mine}); err != nil || rs[0].Status != team.Stored {
+			t.Fatalf("alice: %+v %v", rs, err)
+		}
+		posing := put("k", "bob's, posing as alice's machine", 0)
+		rs, err := b.Push(ctx, bob, []team.Change{posing})
+		if err != nil || rs[0].Status != team.Refused || !strings.Contains(rs[0].Reason, "machine") {
+			t.Fatalf("bob under alice's machine id: %+v %v; want refused", rs, err)
+		}
+		again := put("k2", "alice's again", 0)
+		if rs, err := b.Push(ctx, alice, []team.Change{again}); err != nil || rs[0].Status != team.Stored {
+			t.Fatalf("alice again: %+v %v", rs, err)
+		}
+		page, err := a.Pull(ctx, bob, 0, "", 10)
+		if err != nil || len(page.Changes) != 2 {
+			t.Fatalf("pulled %+v %v; want alice's two changes", page.Changes, err)
 		}
 	})
 }

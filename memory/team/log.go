@@ -279,6 +279,9 @@ func (l *Log) accept(ctx context.Context, tx *sql.Tx, q *seqs, tok memory.Token,
 	if c.User != "" && c.User != tok.User {
 		return 0, refuse("unauthorised: the change is for another user's memory than the token's")
 	}
+	if err := ownMachine(ctx, tx, tok, c.Machine); err != nil {
+		return 0, err
+	}
 	id := tok.Identity()
 	b := memory.Bucket(id, lv)
 	var have string
@@ -343,6 +346,28 @@ func (l *Log) accept(ctx context.Context, tx *sql.Tx, q *seqs, tok memory.Token,
 		return seq, err
 	}
 	return seq, l.noteConflict(ctx, tx, b, lv, seq, replaced)
+}
+
+// ownMachine makes machine (if any) tok's user's, if it is no one's yet,
+// and refuses it if it is another's: teammates pull every change's
+// machine id, and a machine takes a change under its own id for its own,
+// never to be applied.
+func ownMachine(ctx context.Context, tx *sql.Tx, tok memory.Token, machine string) error {
+	if machine == "" {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sync_machines (machine, tenant, user_name) VALUES ($1, $2, $3)
+		ON CONFLICT (machine) DO NOTHING`, machine, tok.Tenant, tok.User); err != nil {
+		return err
+	}
+	var tenant, user string
+	if err := tx.QueryRowContext(ctx, `SELECT tenant, user_name FROM sync_machines WHERE machine = $1`, machine).Scan(&tenant, &user); err != nil {
+		return err
+	}
+	if tenant != tok.Tenant || user != tok.User {
+		return refuse("unauthorised: the machine id is another user's")
+	}
+	return nil
 }
 
 // refusedOr is err as a refusal when it is about the change (memory's

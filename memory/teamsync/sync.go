@@ -77,9 +77,8 @@ func (s *Syncer) Enable(ctx context.Context) error {
 		if err := s.setMeta(ctx, tx, "team", joined); err != nil {
 			return err
 		}
-		if id, err := s.meta(ctx, tx, "machine"); err != nil || id != "" {
-			return err
-		}
+		// A machine id of its own for each team joined: the server gives
+		// an id to the user who first pushed under it.
 		return s.setMeta(ctx, tx, "machine", team.NewID())
 	})
 }
