@@ -12,8 +12,12 @@ import (
 
 // Handler serves the push and pull endpoints of l. token is the token a
 // request bore, checked already (the team server's bearer guard); a
-// request without one is refused.
-func Handler(l *Log, token func(*http.Request) (memory.Token, bool), log *slog.Logger) http.Handler {
+// request without one is refused. redact (nil: none) takes the database's
+// password out of an error before it is logged.
+func Handler(l *Log, token func(*http.Request) (memory.Token, bool), log *slog.Logger, redact func(error) error) http.Handler {
+	if redact == nil {
+		redact = func(err error) error { return err }
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+PushPath, func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := token(r)
@@ -55,7 +59,7 @@ func Handler(l *Log, token func(*http.Request) (memory.Token, bool), log *slog.L
 		}
 		rs, err := l.Push(r.Context(), tok, good)
 		if err != nil {
-			log.Warn("sync push", "err", err)
+			log.Warn("sync push", "err", redact(err))
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "the change log is unavailable: nothing was stored; push again", http.StatusServiceUnavailable)
 			return
@@ -95,7 +99,7 @@ func Handler(l *Log, token func(*http.Request) (memory.Token, bool), log *slog.L
 		resp, err := l.Pull(r.Context(), tok, after, afterID, limit)
 		if err != nil {
 			if !errors.Is(err, r.Context().Err()) {
-				log.Warn("sync pull", "err", err)
+				log.Warn("sync pull", "err", redact(err))
 			}
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "the change log is unavailable; pull again", http.StatusServiceUnavailable)

@@ -1,10 +1,17 @@
 package team_test
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"prom.codes/memory-mcp/memory"
+	"prom.codes/memory-mcp/memory/storetest"
 	"prom.codes/memory-mcp/memory/team"
 )
 
@@ -88,4 +95,31 @@ func TestMachineIDOfAnotherUserRefused(t *testing.T) {
 			t.Fatalf("pulled %+v %v; want alice's two changes", page.Changes, err)
 		}
 	})
+}
+
+// A push or pull the database fails is answered 503, and the error goes
+// to the log only through redact: it may carry the database's password.
+func TestDatabaseErrorsLoggedRedacted(t *testing.T) {
+	var logged bytes.Buffer
+	st := storetest.Open(t, filepath.Join(t.TempDir(), "memory.db"), nil)
+	l := team.New(st)
+	if err := l.Enable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := team.Handler(l, func(*http.Request) (memory.Token, bool) { return alice, true },
+		slog.New(slog.NewTextHandler(&logged, nil)), func(error) error { return errors.New("(redacted)") })
+	st.Close()
+	for _, r := range []*http.Request{
+		httptest.NewRequest(http.MethodPost, team.PushPath, strings.NewReader(`{"changes": [{"id": "c1", "machine": "m1", "scope": "tenant", "type": "semantic", "key": "k", "op": "put", "record": {"body": "b"}}]}`)),
+		httptest.NewRequest(http.MethodGet, team.PullPath+"?after=0", nil),
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Errorf("%s %s on a closed database: %d %s", r.Method, r.URL, w.Code, w.Body)
+		}
+	}
+	if got := logged.String(); strings.Count(got, "(redacted)") != 2 || strings.Contains(got, "closed") {
+		t.Errorf("log:\n%s", got)
+	}
 }

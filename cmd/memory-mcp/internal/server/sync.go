@@ -17,7 +17,7 @@ func (t *team) serveSync(ctx context.Context, mux *http.ServeMux) error {
 	if err := l.Enable(ctx); err != nil {
 		return err
 	}
-	h := teamlog.Handler(l, func(r *http.Request) (memory.Token, bool) { return bearer.TokenFrom(r.Context()) }, t.log)
+	h := teamlog.Handler(l, func(r *http.Request) (memory.Token, bool) { return bearer.TokenFrom(r.Context()) }, t.log, t.base.redact)
 	mux.Handle("/sync/", t.guard.Wrap(h))
 	return nil
 }
