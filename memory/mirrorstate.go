@@ -145,20 +145,11 @@ var ErrStale = errors.New("the file was written again while it was being read")
 // file that is gone.
 type Recheck func() error
 
-// checkPrev returns ErrStale when the recorded state of st's file holds
-// content that is neither what was read (st) nor what was recorded before
-// (prev), or is gone: another writer wrote or deleted the file after it
-// was read; or when recheck (if any) says the file moved on.
-func checkPrev(ctx context.Context, tx *sql.Tx, p scope.Identity, st FileState, prev *FileState, recheck Recheck) error {
-	cur, err := fileState(ctx, tx, p, st.Stem)
-	if err != nil {
-		return err
-	}
-	return checkAgainst(cur, st, prev, recheck)
-}
-
-// checkAgainst is checkPrev's judgement of cur, the recorded state.
-func checkAgainst(cur *FileState, st FileState, prev *FileState, recheck Recheck) error {
+// checkPrev returns ErrStale when cur, the recorded state of st's file,
+// holds content that is neither what was read (st) nor what was recorded
+// before (prev), or is gone: another writer wrote or deleted the file
+// after it was read; or when recheck (if any) says the file moved on.
+func checkPrev(cur *FileState, st FileState, prev *FileState, recheck Recheck) error {
 	if cur == nil && prev != nil || cur != nil && cur.Hash != st.Hash && (prev == nil || cur.Hash != prev.Hash) {
 		return ErrStale
 	}
@@ -174,7 +165,11 @@ func checkAgainst(cur *FileState, st FileState, prev *FileState, recheck Recheck
 // file, and recheck (nil: none) looks at the file again; see ErrStale.
 func (s *Store) Touched(ctx context.Context, p scope.Identity, st FileState, prev *FileState, recheck Recheck) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		if err := checkPrev(ctx, tx, p, st, prev, recheck); err != nil {
+		cur, err := fileState(ctx, tx, p, st.Stem)
+		if err == nil {
+			err = checkPrev(cur, st, prev, recheck)
+		}
+		if err != nil {
 			return err
 		}
 		return setFileState(ctx, tx, p, st)
@@ -213,7 +208,7 @@ func (s *Store) Import(ctx context.Context, p scope.Identity, rec Record, st Fil
 			// read the state: the store holds the file already.
 			return ErrStale
 		}
-		if err := checkAgainst(cur, st, prev, recheck); err != nil {
+		if err := checkPrev(cur, st, prev, recheck); err != nil {
 			return err
 		}
 		old, found, err := s.fileOwner(ctx, tx, p, rec.ID, st.Stem, w.Key)
