@@ -55,7 +55,7 @@ func init() {
 		{"stats", "[--json]", "count memories by scope and type; database size and age", runStats},
 		{"projects", "[--json] | move OLD_ROOT NEW_ROOT", "list projects, or carry one to a new root", runProjects},
 		{"setup", "claude-code|cursor|vscode|codex [--no-hooks] [--json]", "write an agent's MCP config into this project", runSetup},
-		{"sync", "[status | restore ID] [--json]", "sync with the team server: push, then pull; or show the state, or restore a lost version", runSync},
+		{"sync", "[status | restore ID | clear] [--json]", "sync with the team server: push, then pull; or show the state, restore a lost version, forget what was set aside", runSync},
 		{"team", "join URL | leave", "join a team server (the token on stdin), or stop syncing", runTeam},
 		{"version", "[--json]", "print the version and revision", runVersion},
 		{"help", "", "print this help", func(c *cli, _ []string) error { fmt.Fprint(c.stdout, usage()); return nil }},

@@ -10,7 +10,7 @@ import (
 	"prom.codes/memory-mcp/memory/teamsync"
 )
 
-// runSync is sync (one round), sync status and sync restore ID.
+// runSync is sync (one round), sync status, sync restore ID and sync clear.
 func runSync(c *cli, args []string) error {
 	f := newFlags(c, "sync").withJSON()
 	pos, err := f.parse(args, 0, 2)

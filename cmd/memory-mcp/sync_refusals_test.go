@@ -197,4 +197,15 @@ func TestSyncPulledSecretSetAside(t *testing.T) {
 			t.Errorf("%s holds the secret", f)
 		}
 	}
+	// Once read, what was set aside is forgotten with sync clear, and
+	// doctor no longer reports it.
+	if out, errOut, err := runCLI(t, bob, "", "sync", "clear"); err != nil || !strings.Contains(out, "forgot 1 changes set aside") {
+		t.Fatalf("sync clear: %v %q %s", err, out, errOut)
+	}
+	if st, _ := status(t, bob); len(st.Aside) != 0 {
+		t.Errorf("set aside after clear: %+v", st.Aside)
+	}
+	if out, _, _ := runCLI(t, bob, "", "doctor"); !strings.Contains(out, " 0 set aside, 0 conflicts") || strings.Contains(out, "sync clear") {
+		t.Errorf("doctor after clear:\n%s", out)
+	}
 }

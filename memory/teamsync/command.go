@@ -26,7 +26,7 @@ func LoadHome(getenv func(string) string) (Config, error) {
 var ErrNoTeam = errors.New("no team joined: run memory-mcp team join URL (the token on stdin), or set PROMETHEUS_MEMORY_TEAM_URL and PROMETHEUS_MEMORY_TEAM_TOKEN")
 
 // Command runs the sync command's forms, args after "sync": none (one
-// round), "status", or "restore ID"; it prints to w for people, or JSON.
+// round), "status", "restore ID" or "clear"; it prints to w for people, or JSON.
 func (s *Syncer) Command(ctx context.Context, args []string, asJSON bool, w io.Writer) error {
 	out := func(v any, text string) error {
 		if asJSON {
@@ -53,6 +53,13 @@ func (s *Syncer) Command(ctx context.Context, args []string, asJSON bool, w io.W
 		var b strings.Builder
 		st.Print(&b)
 		return out(st, b.String())
+	case len(args) == 1 && args[0] == "clear":
+		aside, conflicts, err := s.Clear(ctx)
+		if err != nil {
+			return err
+		}
+		return out(map[string]int{"set_aside": aside, "conflicts": conflicts},
+			fmt.Sprintf("forgot %d changes set aside and %d conflicts\n", aside, conflicts))
 	case len(args) == 2 && args[0] == "restore":
 		id, err := strconv.ParseInt(strings.TrimPrefix(args[1], "#"), 10, 64)
 		if err != nil {
@@ -64,7 +71,7 @@ func (s *Syncer) Command(ctx context.Context, args []string, asJSON bool, w io.W
 		}
 		return out(k, fmt.Sprintf("restored %s/%s/%s as it was on this machine; the next sync sends it\n", k.Scope, k.Type, k.Key))
 	}
-	return fmt.Errorf("sync: unknown form %q (want status, or restore ID)", strings.Join(args, " "))
+	return fmt.Errorf("sync: unknown form %q (want status, restore ID, or clear)", strings.Join(args, " "))
 }
 
 // Start starts the stdio server's own syncing of st, when a team is

@@ -176,6 +176,30 @@ func (s *Syncer) Restore(ctx context.Context, id int64) (Conflict, error) {
 	return c, nil
 }
 
+// Clear forgets the changes set aside and the conflicts, once read (see
+// Status): a conflict's lost version is gone with it. It returns how many
+// of each it forgot.
+func (s *Syncer) Clear(ctx context.Context) (aside, conflicts int, err error) {
+	err = s.st.WriteTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `DELETE FROM sync_aside`)
+		if err != nil {
+			return err
+		}
+		n, _ := r.RowsAffected()
+		aside = int(n)
+		if r, err = tx.ExecContext(ctx, `DELETE FROM sync_conflicts WHERE bucket = ''`); err != nil {
+			return err
+		}
+		n, _ = r.RowsAffected()
+		conflicts = int(n)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("sync clear: %w", err)
+	}
+	return aside, conflicts, nil
+}
+
 // Health is one line on sync for doctor: ok, what it found, and what to do
 // when it is not ok.
 func (s *Syncer) Health(ctx context.Context) (ok bool, detail, fix string) {
@@ -194,7 +218,7 @@ func (s *Syncer) Health(ctx context.Context) (ok bool, detail, fix string) {
 	case st.LastSync == nil:
 		return false, detail, "run memory-mcp sync"
 	case len(st.Aside) > 0 || len(st.Conflicts) > 0:
-		return false, detail, "see memory-mcp sync status"
+		return false, detail, "read memory-mcp sync status, restore what should come back, then memory-mcp sync clear"
 	}
 	// The last round went well; the server is asked whether it still
 	// answers, with a pull of one change that is not applied.
