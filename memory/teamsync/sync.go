@@ -180,6 +180,10 @@ func (s *Syncer) Round(ctx context.Context) (Counts, error) {
 // the store holds it now, and its base. From here on it is sent as it is,
 // however often.
 func (s *Syncer) close(ctx context.Context) error {
+	var open bool
+	if err := s.st.DB().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_outbox WHERE change_id IS NULL)`).Scan(&open); err != nil || !open {
+		return err // nothing to close: no write transaction
+	}
 	return s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		machine, err := s.meta(ctx, tx, "machine")
 		if err != nil {
@@ -373,6 +377,12 @@ func (s *Syncer) pull(ctx context.Context) (applied, conflicts int, err error) {
 		if page.Lost {
 			return applied, conflicts, errLost
 		}
+		who, _ := json.Marshal(page.Identity)
+		if len(page.Changes) == 0 && page.Next == cur && !page.More {
+			if held, err := s.meta(ctx, s.st.DB(), "identity"); err == nil && held == string(who) {
+				return applied, conflicts, nil // nothing new: nothing to write
+			}
+		}
 		var a, k int
 		err = s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 			a, k = 0, 0
@@ -394,7 +404,6 @@ func (s *Syncer) pull(ctx context.Context) (applied, conflicts int, err error) {
 					k++
 				}
 			}
-			who, _ := json.Marshal(page.Identity)
 			if err := s.setMeta(ctx, tx, "identity", string(who)); err != nil {
 				return err
 			}
