@@ -12,7 +12,8 @@ import (
 // command line or hooks made in other processes go too), and every
 // interval. While the server is down or refuses, it waits longer between
 // tries, up to five minutes. It logs to log; nothing it does holds up a
-// tool call beyond the moments its transactions take.
+// tool call beyond the moments its transactions take. every must be
+// more than 0 (Start does not run it for 0).
 func (s *Syncer) Run(ctx context.Context, every time.Duration, log *slog.Logger) {
 	const look = time.Second
 	wait := time.Duration(0) // until the next round
@@ -58,9 +59,6 @@ func (s *Syncer) Run(ctx context.Context, every time.Duration, log *slog.Logger)
 				log.Info("team sync", "pushed", n.Pushed, "pulled", n.Pulled, "conflicts", n.Conflicts)
 			}
 			wait = every - time.Since(last)
-			if every <= 0 {
-				wait = 24 * time.Hour * 365 // only after writes
-			}
 		}
 	}
 }
