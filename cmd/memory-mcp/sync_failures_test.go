@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -433,4 +434,46 @@ func TestSyncServerRestoredFromAnOlderCopy(t *testing.T) {
 	syncOK(t, later)
 	wantBody(t, "a later machine", later, "tenant", "after-copy", "Written after the copy.")
 	wantBody(t, "a later machine", later, "tenant", "before", "Written before the copy.")
+}
+
+// A machine joined again with a new token of the same user (the old one
+// revoked), after a round against a mistyped URL, keeps what waited: a
+// delete made meanwhile still reaches the team, and the deleted record
+// does not come back from it.
+func TestSyncNewTokenKeepsWhatWaits(t *testing.T) {
+	tm := newSyncTeam(t, false)
+	alice := tm.machine(tm.token("acme", "alice", "--name", "old-token"))
+	bob := tm.machine(tm.token("acme", "bob"))
+	put(t, alice, "tenant", "gone-soon", "Deleted while the token was revoked.")
+	syncOK(t, alice)
+	syncOK(t, bob)
+	out, _, err := runCLI(t, tm.srv, "", "token", "list", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var toks []struct{ ID, Name string }
+	if err := json.Unmarshal([]byte(out), &toks); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range toks {
+		if k.Name == "old-token" {
+			if _, errOut, err := runCLI(t, tm.srv, "", "token", "revoke", k.ID); err != nil {
+				t.Fatalf("revoke: %v %s", err, errOut)
+			}
+		}
+	}
+	remove(t, alice, "tenant", "gone-soon")
+	put(t, alice, "tenant", "new", "Written while the token was revoked.")
+	syncFails(t, alice)
+
+	fresh := tm.token("acme", "alice", "--name", "new-token")
+	typo := alice
+	typo.extra = []string{"PROMETHEUS_MEMORY_TEAM_URL=http://" + freeAddr(t), "PROMETHEUS_MEMORY_TEAM_TOKEN=" + fresh}
+	syncFails(t, typo)
+	alice.extra = []string{"PROMETHEUS_MEMORY_TEAM_URL=" + tm.servers[0].url, "PROMETHEUS_MEMORY_TEAM_TOKEN=" + fresh}
+	syncOK(t, alice)
+	syncOK(t, bob)
+	wantBody(t, "bob", bob, "tenant", "gone-soon", "")
+	wantBody(t, "bob", bob, "tenant", "new", "Written while the token was revoked.")
+	wantBody(t, "alice", alice, "tenant", "gone-soon", "")
 }

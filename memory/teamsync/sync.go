@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"prom.codes/memory-mcp/memory"
@@ -40,12 +41,13 @@ type Counts struct {
 }
 
 // Enable makes the store queue its shared changes. The first time (and
-// when the team's URL or the token changed), every workspace, tenant and
-// system record already stored is queued, so that what this machine knew
-// before it joined reaches the team.
+// when the team's URL changed, or the token is another user's), every
+// workspace, tenant and system record already stored is queued, so that
+// what this machine knew before it joined reaches the team.
 func (s *Syncer) Enable(ctx context.Context) error {
-	// The team is the URL and the token: joining with another token
-	// (another user) starts afresh, as another server does.
+	// The team is the URL and the token's user: a new token of the same
+	// user at the same URL (the old one revoked) keeps what waits; another
+	// user's, or another server, starts afresh.
 	sum := sha256.Sum256([]byte(s.cfg.URL + "\x00" + s.cfg.Token))
 	joined := s.cfg.URL + " " + hex.EncodeToString(sum[:8])
 	m, err := s.meta(ctx, s.st.DB(), "team")
@@ -59,6 +61,21 @@ func (s *Syncer) Enable(ctx context.Context) error {
 	if on && m == joined {
 		return nil
 	}
+	keep := false
+	if on && m != "" {
+		// Nothing is touched until the server answers and says whose
+		// the token is: a round against a mistyped URL loses nothing.
+		page, err := s.c.pull(ctx, 0, "", 1)
+		if err != nil {
+			return err
+		}
+		held, err := s.meta(ctx, s.st.DB(), "identity")
+		if err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+		who, _ := json.Marshal(page.Identity)
+		keep = strings.HasPrefix(m, s.cfg.URL+" ") && held == string(who)
+	}
 	return s.st.WriteTx(ctx, func(tx *sql.Tx) error {
 		// Asked again under the write lock: another process on this
 		// database may have joined since, and its queue must stay.
@@ -70,6 +87,9 @@ func (s *Syncer) Enable(ctx context.Context) error {
 		}
 		if on && m == joined {
 			return nil
+		}
+		if keep {
+			return s.setMeta(ctx, tx, "team", joined)
 		}
 		if err := s.startAfresh(ctx, tx); err != nil {
 			return err
