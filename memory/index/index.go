@@ -104,15 +104,21 @@ type posting struct {
 // before's: one array for all of them, rather than a slice each, saves a
 // slice header and an allocation per document and gives the collector no
 // pointers to follow.
+//
+// How many terms each of its fields has is apart, in the partition's
+// fieldLens: ranking reads a length for every posting it scores, and a
+// slice of lengths alone holds five times as many documents to a cache
+// line as one of docs.
 type doc struct {
 	id   int64
 	ends [NumFields]uint32 // where each field's terms end in the partition's toks
-	lens [NumFields]uint16 // how many terms each field has, at most MaxUint16
 	tag  uint32
 	dead bool
 }
 
-func (d *doc) len(f Field) uint32 { return uint32(d.lens[f]) }
+// fieldLens is how many terms each field of a document has, at most
+// MaxUint16; stop-words are not counted.
+type fieldLens [NumFields]uint16
 
 // docStart is where document n's terms begin in p.toks.
 func (p *Partition) docStart(n uint32) uint32 {
@@ -177,7 +183,8 @@ type Partition struct {
 	waste int               // bytes of post no list holds
 	skips map[uint32][]skip // the blocks of lists longer than one
 	docs  []doc
-	toks  []byte // the documents' term ids (see doc)
+	flens []fieldLens // by document, beside docs
+	toks  []byte      // the documents' term ids (see doc)
 	byID  docIDs
 	live  int
 	dead  int
@@ -225,21 +232,22 @@ func (p *Partition) Put(d Doc) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	nd := doc{id: d.ID, tag: d.Tag}
+	var lens fieldLens
 	// Encoded aside first: deleting the document's old version may
 	// compact the partition's toks.
 	toks := p.enc[:0]
 	for f := range NumFields {
 		for _, t := range fields[f] {
 			toks = binary.AppendUvarint(toks, uint64(p.termID(t)))
-			if !isStop(t) && nd.lens[f] < math.MaxUint16 {
-				nd.lens[f]++
+			if !isStop(t) && lens[f] < math.MaxUint16 {
+				lens[f]++
 			}
 		}
 		p.ends[f] = uint32(len(toks))
 	}
 	p.enc = toks
 	p.deleteLocked(d.ID)
-	p.addLocked(nd, toks, p.ends)
+	p.addLocked(nd, lens, toks, p.ends)
 }
 
 // termID returns t's id, adding it to the dictionary.
@@ -253,9 +261,9 @@ func (p *Partition) termID(t string) uint32 {
 	return id
 }
 
-// addLocked adds document d, whose terms are toks, field f's ending at
-// ends[f].
-func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
+// addLocked adds document d, whose fields have lens terms and whose terms
+// are toks, field f's ending at ends[f].
+func (p *Partition) addLocked(d doc, lens fieldLens, toks []byte, ends [NumFields]uint32) {
 	n := uint32(len(p.docs))
 	base := uint32(len(p.toks))
 	p.toks = append(p.toks, toks...)
@@ -263,6 +271,7 @@ func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 		d.ends[f] = base + ends[f]
 	}
 	p.docs = append(p.docs, d)
+	p.flens = append(p.flens, lens)
 	p.byID.add(p.docs, n)
 	p.live++
 	// The counts are gathered in working memory kept between documents:
@@ -276,7 +285,7 @@ func (p *Partition) addLocked(d doc, toks []byte, ends [NumFields]uint32) {
 	w.order = w.order[:0]
 	for f := range NumFields {
 		w.fl = p.field(n, f, w.fl[:0])
-		p.lens[f] += int64(d.lens[f])
+		p.lens[f] += int64(lens[f])
 		for _, t := range w.fl {
 			if p.stop[t] {
 				continue
@@ -365,12 +374,12 @@ func (p *Partition) pack(slack uint32) {
 
 // raise lifts term t's bounds to cover ps.
 func (p *Partition) raise(t uint32, ps posting) {
-	d := &p.docs[ps.doc]
+	lens := &p.flens[ps.doc]
 	for f := range NumFields {
 		if ps.tf[f] == 0 {
 			continue
 		}
-		r := up16(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(d.len(f))/p.ref[f]))
+		r := up16(float64(ps.tf[f]) / (1 - DefaultParams.B[f] + DefaultParams.B[f]*float64(lens[f])/p.ref[f]))
 		if r > p.terms[t].maxr[f] {
 			p.terms[t].maxr[f] = r
 		}
@@ -436,7 +445,7 @@ func (p *Partition) Trim() {
 		}
 	}
 	// Clipping a slice would keep its room; a copy gives it back.
-	p.docs = shrink(p.docs)
+	p.docs, p.flens = shrink(p.docs), shrink(p.flens)
 	p.toks, p.terms, p.stop = shrink(p.toks), shrink(p.terms), shrink(p.stop)
 	p.enc = nil
 	p.work.at, p.work.order, p.work.fl = nil, nil, nil
@@ -484,7 +493,7 @@ func (p *Partition) deleteLocked(id int64) {
 	var fl []uint32
 	for f := range NumFields {
 		fl = p.field(n, f, fl[:0])
-		p.lens[f] -= int64(d.lens[f])
+		p.lens[f] -= int64(p.flens[n][f])
 		for _, t := range fl {
 			if !seen[t] && !p.stop[t] {
 				seen[t] = true
@@ -499,8 +508,9 @@ func (p *Partition) deleteLocked(id int64) {
 
 // compactLocked rebuilds the postings without dead documents.
 func (p *Partition) compactLocked() {
-	old, oldToks := p.docs, p.toks
+	old, oldLens, oldToks := p.docs, p.flens, p.toks
 	p.docs = make([]doc, 0, p.live)
+	p.flens = make([]fieldLens, 0, p.live)
 	p.toks = make([]byte, 0, len(p.toks)*p.live/max(1, p.live+p.dead))
 	p.byID = docIDs{}
 	p.byID.rebuild(nil, p.live)
@@ -513,13 +523,13 @@ func (p *Partition) compactLocked() {
 	p.live, p.dead = 0, 0
 	p.lens = [NumFields]int64{}
 	from := uint32(0)
-	for _, d := range old {
+	for n, d := range old {
 		if !d.dead {
 			var ends [NumFields]uint32
 			for f := range NumFields {
 				ends[f] = d.ends[f] - from
 			}
-			p.addLocked(doc{id: d.id, lens: d.lens, tag: d.tag}, oldToks[from:d.ends[NumFields-1]], ends)
+			p.addLocked(doc{id: d.id, tag: d.tag}, oldLens[n], oldToks[from:d.ends[NumFields-1]], ends)
 		}
 		from = d.ends[NumFields-1]
 	}
@@ -942,13 +952,13 @@ func (s *scorer) share(n int) float64 {
 
 // term scores one posting.
 func (s *scorer) term(p *Partition, ps posting, idf float64) float64 {
-	d := &p.docs[ps.doc]
+	lens := &p.flens[ps.doc]
 	var w float64
 	for f := range NumFields {
 		if ps.tf[f] == 0 {
 			continue
 		}
-		w += s.prm.Weights[f] * float64(ps.tf[f]) / (s.fixed[f] + s.perLen[f]*float64(d.lens[f]))
+		w += s.prm.Weights[f] * float64(ps.tf[f]) / (s.fixed[f] + s.perLen[f]*float64(lens[f]))
 	}
 	return idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
 }
@@ -958,7 +968,7 @@ func (s *scorer) at(p *Partition, c *cursor) float64 {
 	h := c.buf[c.hdr]
 	if f := sole[h&0xf]; f >= 0 && h>>4 != 0 {
 		// The common case: the term is in one field, a few times.
-		w := s.prm.Weights[f] * float64(h>>4) / (s.fixed[f] + s.perLen[f]*float64(p.docs[c.cur].lens[f]))
+		w := s.prm.Weights[f] * float64(h>>4) / (s.fixed[f] + s.perLen[f]*float64(p.flens[c.cur][f]))
 		return c.idf * w * (s.prm.K1 + 1) / (s.prm.K1 + w)
 	}
 	return s.term(p, c.posting(), c.idf)
@@ -1181,7 +1191,6 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 		if next == math.MaxUint32 {
 			return
 		}
-		d := &p.docs[next]
 		var score float64
 		held := 0
 		for _, c := range cs[ne:] {
@@ -1190,9 +1199,6 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 				held++
 				c.next()
 			}
-		}
-		if d.dead {
-			continue
 		}
 		if ne > 0 && (score+prefix[ne-1])*s.share(held+ne) < theta {
 			continue
@@ -1213,7 +1219,13 @@ func (s *scorer) search(p *Partition, pi int, terms []string, idf []float64, q Q
 			continue // it cannot rank
 		}
 		score *= s.share(held)
-		if score < theta || q.Accept != nil && !q.Accept(Candidate{pi, d.id, d.tag}) {
+		if score < theta {
+			continue
+		}
+		// Only a document that would rank is read itself: a deleted one
+		// is scored like the others and dropped here.
+		d := &p.docs[next]
+		if d.dead || q.Accept != nil && !q.Accept(Candidate{pi, d.id, d.tag}) {
 			continue
 		}
 		h.push(cand{score: score, id: d.id, part: pi, doc: next})
