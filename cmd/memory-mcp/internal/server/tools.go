@@ -283,10 +283,6 @@ func ttl(sec *int64) (*time.Duration, error) {
 }
 
 func (srv *Server) Write(ctx context.Context, in WriteIn) (string, WriteOut, error) {
-	rep, err := srv.sync(ctx)
-	if err != nil {
-		return "", WriteOut{}, err
-	}
 	sc := scope.Project
 	if in.Scope != "" {
 		l, err := parseScope("scope", in.Scope)
@@ -302,6 +298,15 @@ func (srv *Server) Write(ctx context.Context, in WriteIn) (string, WriteOut, err
 	life, err := ttl(in.TTLSeconds)
 	if err != nil {
 		return "", WriteOut{}, err
+	}
+	// Only a record the mirror holds can meet a file edited by hand; the
+	// write of any other (a note, an episode, a fact of a wider scope)
+	// leaves the markdown for the next call that reads it.
+	var rep mirror.Report
+	if (memory.Record{Scope: sc, Type: t}).Mirrored() {
+		if rep, err = srv.sync(ctx); err != nil {
+			return "", WriteOut{}, err
+		}
 	}
 	var rec memory.Record
 	var created bool
