@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // -compare drives the real server through every figure: initialize on
@@ -112,5 +115,50 @@ func TestPeerName(t *testing.T) {
 		if got := peerName(strings.Fields(argv)); got != want {
 			t.Errorf("peerName(%q) = %q, want %q", argv, got, want)
 		}
+	}
+}
+
+// The do-nothing server answers the calls -compare makes of a
+// server-memory peer over stdio, each with an empty result, and is
+// reported under its own name.
+func TestNothingServerAnswersAsAPeer(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- serveNothing(ctx, inR, outW); outW.Close() }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cs.InitializeResult().ServerInfo.Name; got != nothingName {
+		t.Errorf("server name %q, want %q", got, nothingName)
+	}
+	s := &session{cs: cs}
+	fl, err := detect(ctx, s)
+	if err != nil || fl != graph {
+		t.Fatalf("detected %v, %v; want the server-memory mapping", fl, err)
+	}
+	f := makeFacts(1, 1)[0]
+	name, args := writeCall(fl, f, "semantic")
+	calls := map[string]map[string]any{name: args}
+	name, args = searchCall(fl, "anything at all")
+	calls[name] = args
+	name, args, ok := readCall(fl, f.key)
+	if !ok {
+		t.Fatal("no read call for the server-memory mapping")
+	}
+	calls[name] = args
+	for name, args := range calls {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil || res.IsError {
+			t.Errorf("%s: %v %+v", name, err, res)
+		}
+	}
+	cs.Close()
+	inW.Close()
+	if err := <-done; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+		t.Errorf("served until: %v", err)
 	}
 }

@@ -10,6 +10,7 @@
 //	go run ./cmd/memory-bench -eval [-eval-sizes 5000,20000] [-eval-dir testdata/eval]
 //	go run ./cmd/memory-bench -vectors 10000,100000 [-dims 768] [-ops 200]
 //	go run ./cmd/memory-bench -backends sqlite,postgres -db postgres://USER@HOST:PORT/DB [-http 16]
+//	memory-bench -serve-nothing
 //
 // It prints a markdown report: latency percentiles and throughput per
 // operation, process start to initialize result, the server's peak RSS,
@@ -18,7 +19,9 @@
 // -eval, search quality (see eval.go); with -vectors, semantic and hybrid
 // search over that many embedded records (see vectors.go). With -backends
 // it measures the server on each store in turn, SQLite and PostgreSQL, and
-// sets them side by side (see backends.go).
+// sets them side by side (see backends.go). With -serve-nothing it is
+// itself an MCP server on stdio whose tools do nothing: as a -peer, the
+// floor of every figure (see nothing.go).
 //
 // It imports memory, mirror and scope to seed the database quickly, corpus
 // for the text of the records and queries, the MCP SDK's client, and pgx to
@@ -68,6 +71,7 @@ type config struct {
 	syncTenants, syncEach int            // with sync, tenants and records each for the server's memory
 	only                  *regexp.Regexp // operations to measure; nil for all
 
+	nothing   bool     // serve the do-nothing MCP server on stdio instead
 	compare   bool     // measure side by side with the peers instead
 	peers     peerList // peer server commands for -compare
 	procs     int      // concurrent server processes for -compare
@@ -105,6 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.sync, "sync", false, "instead, measure team sync: -n changes pushed by one machine and pulled by a new one, and the team server's memory with -sync-tenants of -sync-records each")
 	fs.IntVar(&c.syncTenants, "sync-tenants", 100, "with -sync, tenants stored on the team server")
 	fs.IntVar(&c.syncEach, "sync-records", 1000, "with -sync, records of each tenant")
+	fs.BoolVar(&c.nothing, "serve-nothing", false, "instead, serve on stdin and stdout an MCP server made with the same SDK whose tools do nothing: as a -peer of -compare, the floor of every figure")
 	fs.BoolVar(&c.compare, "compare", false, "instead, measure initialize on a fresh store, write, search and read p50/p99, peak RSS and concurrent writers, for memory-mcp and each -peer, from empty stores")
 	fs.Var(&c.peers, "peer", "with -compare, a peer MCP server's command line to measure the same way (repeatable), e.g. 'node .../server-memory/dist/index.js'")
 	fs.IntVar(&c.procs, "procs", 8, "with -compare, server processes writing to one store at once (0: skip)")
@@ -173,6 +178,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.nothing {
+		return serveNothing(ctx, os.Stdin, stdout)
 	}
 	if cfg.eval {
 		return runEval(ctx, cfg, stdout, stderr)
