@@ -255,6 +255,9 @@ func peerName(argv []string) string {
 			return a
 		}
 	}
+	if argv[len(argv)-1] == "-serve-nothing" {
+		return nothingName
+	}
 	return filepath.Base(argv[len(argv)-1])
 }
 
