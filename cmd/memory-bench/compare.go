@@ -490,7 +490,8 @@ func writeCompare(w io.Writer, cfg config, all []figures) error {
 			b.WriteString("--:|")
 		}
 		b.WriteString("\n|")
-		us, peers := all[0], all[1:]
+		// The do-nothing server is the floor, not a peer to lead.
+		us, peers := all[0], slices.DeleteFunc(slices.Clone(all[1:]), func(f figures) bool { return f.name == nothingName })
 		ratio := func(get func(figures) (float64, bool)) string {
 			mine, ok := get(us)
 			if !ok {
