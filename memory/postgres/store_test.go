@@ -297,7 +297,7 @@ func TestPostgresMigratesFirstSchema(t *testing.T) {
 		`CREATE INDEX records_list ON records (key, type)`,
 		`DROP TABLE embed_wanted`,
 		`DROP FUNCTION sync_records_insert, sync_records_delete, sync_records_update, sync_queue CASCADE`,
-		`DROP TABLE sync_on, sync_applying, sync_outbox, sync_names, sync_log, sync_conflicts, sync_aside, sync_meta, sync_machines`,
+		`DROP TABLE sync_on, sync_applying, sync_outbox, sync_names, sync_log, sync_conflicts, sync_aside, sync_meta, sync_machines, sync_held`,
 		`DELETE FROM memory_migrations WHERE version > 1`,
 	} {
 		if _, err := db.DB().ExecContext(ctx, q); err != nil {

@@ -107,7 +107,7 @@ func (s *Syncer) Enable(ctx context.Context) error {
 // queues every workspace, tenant and system record this machine holds,
 // as for a team it has never synced with.
 func (s *Syncer) startAfresh(ctx context.Context, tx *sql.Tx) error {
-	for _, q := range []string{`DELETE FROM sync_outbox`, `DELETE FROM sync_names`,
+	for _, q := range []string{`DELETE FROM sync_outbox`, `DELETE FROM sync_names`, `DELETE FROM sync_held`,
 		`DELETE FROM sync_meta WHERE name IN ('cursor', 'cursor_id', 'identity', 'last_sync', 'last_error')`,
 		`INSERT INTO sync_on (id) VALUES (1) ON CONFLICT DO NOTHING`,
 		`INSERT INTO sync_outbox (bucket, scope, type, key) SELECT project, scope, type, key FROM records
@@ -123,7 +123,7 @@ func (s *Syncer) startAfresh(ctx context.Context, tx *sql.Tx) error {
 // what is waiting to go. Conflicts and changes set aside stay.
 func Disable(ctx context.Context, st *memory.Store) error {
 	return st.WriteTx(ctx, func(tx *sql.Tx) error {
-		for _, q := range []string{`DELETE FROM sync_on`, `DELETE FROM sync_outbox`, `DELETE FROM sync_names`,
+		for _, q := range []string{`DELETE FROM sync_on`, `DELETE FROM sync_outbox`, `DELETE FROM sync_names`, `DELETE FROM sync_held`,
 			`DELETE FROM sync_meta WHERE name IN ('team', 'cursor', 'cursor_id', 'identity', 'last_sync', 'last_error')`} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("team leave: %w", err)
@@ -291,6 +291,10 @@ func (s *Syncer) push(ctx context.Context) (int, error) {
 	if err := s.close(ctx); err != nil {
 		return 0, fmt.Errorf("sync: %w", err)
 	}
+	machine, err := s.meta(ctx, s.st.DB(), "machine")
+	if err != nil {
+		return 0, fmt.Errorf("sync: %w", err)
+	}
 	stored := 0
 	var after int64
 	for {
@@ -315,12 +319,18 @@ func (s *Syncer) push(ctx context.Context) (int, error) {
 					if err := setSeq(ctx, tx, lv, c.Type, c.Key, r.Seq); err != nil {
 						return err
 					}
+					if err := s.release(ctx, tx, machine, lv, c, false); err != nil {
+						return err
+					}
 					continue
 				}
 				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE change_id = $1`, c.ID); err != nil {
 					return err
 				}
 				if err := s.setAside(ctx, tx, "push", c, r.Reason); err != nil {
+					return err
+				}
+				if err := s.release(ctx, tx, machine, lv, c, true); err != nil {
 					return err
 				}
 			}
@@ -494,9 +504,18 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 	}
 	// This machine's own change coming back; a change here the server has
 	// not ordered yet, which it will order after this one, so that it
-	// wins; or a version older than the one held: none is applied.
-	if mine || pending || c.Seq <= have {
+	// wins; or a version older than the one held: none is applied. The
+	// team's change behind a waiting one is held until the server has
+	// answered for that one (see release).
+	if mine || c.Seq <= have {
 		return false, lost, nil
+	}
+	if pending {
+		b, _ := json.Marshal(c)
+		_, err := tx.ExecContext(ctx, `INSERT INTO sync_held (scope, type, key, seq, change) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (scope, type, key) DO UPDATE SET seq = excluded.seq, change = excluded.change WHERE excluded.seq > sync_held.seq`,
+			int(lv), c.Type, c.Key, c.Seq, string(b))
+		return false, lost, err
 	}
 	p := memory.Project{}
 	switch c.Op {
@@ -523,6 +542,51 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 		return false, lost, err
 	}
 	return true, lost, setSeq(ctx, tx, lv, c.Type, c.Key, c.Seq)
+}
+
+// release settles the team's change held back for the name of mine, a
+// change of this machine's the server has answered for, once nothing of
+// this machine's waits for that name any more. It is applied if the
+// server orders it after mine: when the server refused mine (the team's
+// version stands after all, and the refused one is kept as a conflict it
+// lost, as sync status shows and sync restore can bring back), or stored
+// mine, in an earlier push whose answer was lost, before it. Otherwise
+// mine is the later one, and the held change is dropped.
+func (s *Syncer) release(ctx context.Context, tx *sql.Tx, machine string, lv scope.Level, mine team.Change, refused bool) error {
+	var pending bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_outbox WHERE bucket = $1 AND scope = $2 AND type = $3 AND key = $4 AND seq IS NULL)`,
+		local, int(lv), mine.Type, mine.Key).Scan(&pending); err != nil || pending {
+		return err
+	}
+	var held string
+	err := tx.QueryRowContext(ctx, `DELETE FROM sync_held WHERE scope = $1 AND type = $2 AND key = $3 RETURNING change`,
+		int(lv), mine.Type, mine.Key).Scan(&held)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var c team.Change
+	if err := json.Unmarshal([]byte(held), &c); err != nil {
+		return fmt.Errorf("held change of %s/%s/%s: %w", lv, mine.Type, mine.Key, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sync_applying (id) VALUES (1)`); err != nil {
+		return err
+	}
+	applied, _, err := s.apply(ctx, tx, machine, c)
+	if err != nil {
+		return err
+	}
+	if applied && refused {
+		loser, _ := json.Marshal(mine)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_conflicts (bucket, seq, scope, type, key, winner, loser, at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, local, c.Seq, int(lv), c.Type, c.Key, held, string(loser), s.st.Now().UnixNano()); err != nil {
+			return err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM sync_applying`)
+	return err
 }
 
 // lastSync reads when the last round succeeded.

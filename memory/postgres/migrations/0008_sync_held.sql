@@ -1,0 +1,14 @@
+-- On a machine: the team's latest change of a name, pulled while a change
+-- of this machine's to the same name waited to be sent, and so not
+-- applied (the server orders the waiting one after it, and it wins). It
+-- is dropped once the server stores the waiting change, and applied if
+-- the server refuses that change, so that the team's version is not lost
+-- here.
+CREATE TABLE sync_held (
+	scope  BIGINT           NOT NULL,
+	type   TEXT COLLATE "C" NOT NULL,
+	key    TEXT COLLATE "C" NOT NULL,
+	seq    BIGINT           NOT NULL,
+	change TEXT COLLATE "C" NOT NULL,
+	PRIMARY KEY (scope, type, key)
+);
