@@ -1,6 +1,7 @@
 package teamsync
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -21,16 +22,19 @@ import (
 // acme; and bob's machine, a store of its own syncing with it: a SQLite
 // file, or a PostgreSQL database of its own when pg.
 type heldTeam struct {
-	log   *team.Log
-	bob   *memory.Store
-	sync  *Syncer
-	admin memory.Token
+	log     *team.Log
+	server  *memory.Store // the log's
+	bob     *memory.Store
+	bobFile string // bob's SQLite file, if bob is on SQLite
+	sync    *Syncer
+	admin   memory.Token
 }
 
 func newHeldTeam(t *testing.T, pg bool) *heldTeam {
 	ctx := context.Background()
 	dir := t.TempDir()
-	log := team.New(storetest.Open(t, filepath.Join(dir, "server.db"), nil))
+	server := storetest.Open(t, filepath.Join(dir, "server.db"), nil)
+	log := team.New(server)
 	if err := log.Enable(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +47,12 @@ func newHeldTeam(t *testing.T, pg bool) *heldTeam {
 		return tok, ok
 	}, slog.New(slog.DiscardHandler), func(err error) error { return err }))
 	t.Cleanup(srv.Close)
-	target := filepath.Join(dir, "bob.db")
+	target, file := filepath.Join(dir, "bob.db"), filepath.Join(dir, "bob.db")
 	if pg {
-		target = storetest.NewPostgres(t)
+		target, file = storetest.NewPostgres(t), ""
 	}
 	bob := storetest.Open(t, target, nil)
-	return &heldTeam{log: log, bob: bob, sync: New(bob, Config{URL: srv.URL, Token: "bob"}), admin: tokens["admin"]}
+	return &heldTeam{log: log, server: server, bob: bob, bobFile: file, sync: New(bob, Config{URL: srv.URL, Token: "bob"}), admin: tokens["admin"]}
 }
 
 // adminPuts stores a system fact on the server, as the admin's machine
@@ -241,5 +245,135 @@ func TestTeamChangeHeldBehindALostAnswerIsApplied(t *testing.T) {
 		if err := tm.bob.DB().QueryRowContext(ctx, `SELECT count(*) FROM sync_held`).Scan(&held); err != nil || held != 0 {
 			t.Errorf("%d changes still held (%v)", held, err)
 		}
+	})
+}
+
+// plant swaps stand for secret in the server's log, as a server whose
+// rules are older than this build's would have kept it.
+func (tm *heldTeam) plant(t *testing.T, stand, secret string) {
+	t.Helper()
+	r, err := tm.server.DB().ExecContext(context.Background(), `UPDATE sync_log SET record = replace(record, $1, $2) WHERE record LIKE '%' || $1 || '%'`, stand, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := r.RowsAffected(); n != 1 {
+		t.Fatalf("planted the secret in %d rows of the log, want 1", n)
+	}
+}
+
+// noSecret fails if bob's store holds secret anywhere: its tables of
+// sync, and for SQLite every byte of its files.
+func (tm *heldTeam) noSecret(t *testing.T, secret string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{`SELECT count(*) FROM sync_held WHERE change LIKE '%' || $1 || '%'`,
+		`SELECT count(*) FROM sync_conflicts WHERE winner LIKE '%' || $1 || '%' OR loser LIKE '%' || $1 || '%'`,
+		`SELECT count(*) FROM records WHERE body LIKE '%' || $1 || '%'`} {
+		var n int
+		if err := tm.bob.DB().QueryRowContext(ctx, q, secret).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s: %d rows (%v)", q, n, err)
+		}
+	}
+	if tm.bobFile == "" {
+		return
+	}
+	files, _ := filepath.Glob(tm.bobFile + "*")
+	for _, f := range files {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret", f)
+		}
+	}
+}
+
+// fakeKey is shaped like an AWS access key id, made at run time so that
+// no realistic key sits in the source.
+func fakeKey() string {
+	const upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	b := []byte("AKIA")
+	x := uint32(2654435761)
+	for len(b) < 20 {
+		x = x*1103515245 + 12345
+		b = append(b, upper[x>>16%uint32(len(upper))])
+	}
+	b[7], b[12] = '7', '3'
+	return string(b)
+}
+
+// A change of the team's holding what this build takes for a secret,
+// pulled while bob's change of the name waits, is set aside by its name,
+// not held: the secret is stored nowhere on bob's machine.
+func TestTeamSecretBehindAWaitingChangeIsNotHeld(t *testing.T) {
+	onBoth(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		tm := newHeldTeam(t, pg)
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tm.sync.push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tm.bobPuts(t, scope.Tenant, "deploy-notes", "Deploys need the release key (bob).")
+		const stand = "STANDIN-FOR-A-SECRET"
+		res, err := tm.log.Push(ctx, tm.admin, []team.Change{{ID: team.NewID(), Machine: "admins-laptop",
+			Scope: "tenant", Type: "semantic", Key: "deploy-notes", Op: team.OpPut, Record: &team.Version{Body: "the key is " + stand}}})
+		if err != nil || res[0].Status != team.Stored {
+			t.Fatalf("admin's push: %+v %v", res, err)
+		}
+		secret := fakeKey()
+		tm.plant(t, stand, secret)
+		if _, _, err := tm.sync.pull(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := tm.bobHas(t, scope.Tenant, "deploy-notes"); got != "Deploys need the release key (bob)." {
+			t.Errorf("bob has %q", got)
+		}
+		st, err := tm.sync.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Aside) != 1 || !strings.Contains(st.Aside[0].Reason, "secret") || strings.Contains(st.Aside[0].Reason, secret) {
+			t.Errorf("set aside: %+v", st.Aside)
+		}
+		tm.noSecret(t, secret)
+	})
+}
+
+// A change that replaced a version of bob's which, in the server's log,
+// holds what this build takes for a secret: the version it replaced is
+// set aside by its name, not kept as a conflict with the secret in it.
+func TestTeamSecretInAReplacedVersionIsNotKept(t *testing.T) {
+	onBoth(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		tm := newHeldTeam(t, pg)
+		const stand = "STANDIN-FOR-A-SECRET"
+		tm.bobPuts(t, scope.Tenant, "rotation", "Rotate the keys monthly, "+stand+" (bob).")
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		secret := fakeKey()
+		tm.plant(t, stand, secret)
+		// Made without seeing bob's version: it replaces it.
+		res, err := tm.log.Push(ctx, tm.admin, []team.Change{{ID: team.NewID(), Machine: "admins-laptop",
+			Scope: "tenant", Type: "semantic", Key: "rotation", Op: team.OpPut, Record: &team.Version{Body: "Rotate the keys weekly."}}})
+		if err != nil || res[0].Status != team.Stored {
+			t.Fatalf("admin's push: %+v %v", res, err)
+		}
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := tm.bobHas(t, scope.Tenant, "rotation"); got != "Rotate the keys weekly." {
+			t.Errorf("bob has %q, want the later version", got)
+		}
+		st, err := tm.sync.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Aside) != 1 || !strings.Contains(st.Aside[0].Reason, "replaced") || !strings.Contains(st.Aside[0].Reason, "secret") {
+			t.Errorf("set aside: %+v", st.Aside)
+		}
+		tm.noSecret(t, secret)
 	})
 }

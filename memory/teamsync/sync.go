@@ -483,7 +483,23 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 	if perr != nil || terr != nil || lv == scope.Project {
 		return false, false, s.setAside(ctx, tx, "pull", c, "malformed: unknown scope or type")
 	}
+	// What this build takes for a secret (the server's rules may be
+	// older) is set aside before anything of the change is kept, as a
+	// conflict or held: only its name and the reason are.
+	if err := scanChange(c); err != nil {
+		return false, false, s.setAside(ctx, tx, "pull", c, err.Error())
+	}
 	mine := c.Machine == machine && machine != ""
+	if c.Replaced != nil {
+		if err := scanChange(*c.Replaced); err != nil {
+			if c.Replaced.Machine == machine && !mine { // this machine's, which it would keep
+				if err := s.setAside(ctx, tx, "pull", *c.Replaced, "the version it replaced: "+err.Error()); err != nil {
+					return false, false, err
+				}
+			}
+			c.Replaced = nil
+		}
+	}
 	if c.Replaced != nil && c.Replaced.Machine == machine && !mine {
 		lost = true
 		winner, _ := json.Marshal(c)
@@ -587,6 +603,34 @@ func (s *Syncer) release(ctx context.Context, tx *sql.Tx, machine string, lv sco
 	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM sync_applying`)
 	return err
+}
+
+// scanChange reports a secret in the name or the record of c as the
+// store would refuse it, naming the field and never the value.
+func scanChange(c team.Change) error {
+	if err := memory.ScanField("key", c.Key); err != nil {
+		return err
+	}
+	v := c.Record
+	if v == nil {
+		return nil
+	}
+	fields := [][2]string{{"description", v.Description}, {"body", v.Body}}
+	for _, tag := range v.Tags {
+		fields = append(fields, [2]string{"tags", tag})
+	}
+	for k, val := range v.Metadata {
+		if err := memory.ScanKey("metadata", k); err != nil {
+			return err
+		}
+		fields = append(fields, [2]string{"metadata", val})
+	}
+	for _, f := range fields {
+		if err := memory.ScanField(f[0], f[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lastSync reads when the last round succeeded.
