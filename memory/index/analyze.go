@@ -114,7 +114,8 @@ func appendRun(out []string, run string, stops bool) []string {
 	// Trailing sentence punctuation and wrapping quotes and brackets are
 	// not part of a code token.
 	trimmed := trimSet(folded, &openers, &closers)
-	var words []string
+	var buf [8]string // most runs are a word or a few
+	words := buf[:0]
 	var cjk bool
 	start := -1
 	for i, r := range trimmed {

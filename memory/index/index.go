@@ -222,9 +222,19 @@ func (p *Partition) Len() int {
 
 // Put adds d, replacing any document with its id.
 func (p *Partition) Put(d Doc) {
+	// Every field's terms in one slice, sized for prose's five or more
+	// bytes a term: growing a slice per field was most of what a load
+	// allocated.
+	size := int(NumFields)
+	for _, text := range d.Fields {
+		size += len(text) / 5
+	}
+	terms := make([]string, 0, size)
 	var fields [NumFields][]string
 	for f := range NumFields {
-		fields[f] = Sequence(d.Fields[f])
+		from := len(terms)
+		terms = appendTerms(terms, d.Fields[f], true)
+		fields[f] = terms[from:len(terms):len(terms)]
 	}
 	if !d.Created.IsZero() {
 		fields[Tags] = append(fields[Tags], dateTerms(d.Created)...)
