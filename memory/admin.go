@@ -267,10 +267,8 @@ func (p prefixed) Scan(dest ...any) error { return p.row.Scan(append([]any{p.dst
 // Restore writes rec as it was exported: through the one write path (every
 // field validated and scanned for secrets), keeping its id, times, use
 // count, session and source; with no expiry it takes its type's default.
-// A record with the same scope, type and key is
-// replaced and keeps its own id. Errors as Put; CodeConflict when the id
-// belongs to another record; CodeInvalidArgument for a record that has
-// already expired.
+// A record with the same scope, type and key is replaced and keeps its own
+// id. Errors as Put; CodeConflict when the id belongs to another record.
 func (s *Store) Restore(ctx context.Context, p Project, rec Record) (Record, bool, error) {
 	w := Write{
 		Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description, Body: rec.Body,

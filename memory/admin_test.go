@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,45 @@ func TestRestoreKeepsEveryField(t *testing.T) {
 	leak.ID, leak.Key, leak.Body = "", "leak", "AKIA"+"Z7QW3RTY5UXP2KLM"+" is the key"
 	if _, _, err := s.Restore(ctx, projA, leak); !errors.Is(err, ErrSecretRejected) {
 		t.Errorf("secret body: %v", err)
+	}
+}
+
+// What only an import carries is checked like the rest: a source that is
+// not one of the four (a secret there is refused as unknown, never
+// stored) and a use count out of range, which near the top of an int64
+// would overflow on the record's next read and break every listing.
+func TestRestoreRefusesSourceAndUseCountOutOfRange(t *testing.T) {
+	ctx := context.Background()
+	s, _ := mustOpen(t)
+	base := Record{Scope: scope.Workspace, Type: Semantic, Key: "counted", Body: "b", Confidence: 0.5}
+	bad := map[string]func(r *Record){
+		"source":          func(r *Record) { r.Source = "ghp_" + "Zk3q9XbT2mV7nR4wY8pL1sD6fH0jC5aE9uQ2" },
+		"use_count":       func(r *Record) { r.UseCount = 1<<63 - 1 },
+		"use_count below": func(r *Record) { r.UseCount = -5 },
+	}
+	for name, change := range bad {
+		r := base
+		change(&r)
+		_, _, err := s.Restore(ctx, projA, r)
+		var me *Error
+		if !errors.As(err, &me) || me.Code != CodeInvalidArgument || strings.Contains(err.Error(), "ghp_") {
+			t.Errorf("%s: %v, want invalid_argument naming the field", name, err)
+		}
+	}
+	top := base
+	top.UseCount = MaxUseCount
+	if _, _, err := s.Restore(ctx, projA, top); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, projA.ID, Selector{Key: "counted", Type: Semantic}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, _, err := s.List(ctx, projA.ID, ListOptions{})
+	if err != nil || len(recs) != 1 || recs[0].UseCount != MaxUseCount+1 {
+		t.Fatalf("list after a use of the largest count: %+v, %v", recs, err)
 	}
 }
 

@@ -78,7 +78,7 @@ const (
 	FromCLI      Source = "cli"
 )
 
-// Limits on field sizes.
+// Limits on field sizes, and on a use count an import may carry.
 const (
 	MaxKeyLen         = 100
 	MaxBodyBytes      = 64 << 10
@@ -87,6 +87,7 @@ const (
 	MaxTagLen         = 64
 	MaxMetadata       = 32
 	MaxMetadataBytes  = 4 << 10
+	MaxUseCount       = 1 << 40
 )
 
 // MaxTTL is the longest time to live a record may be given: a hundred

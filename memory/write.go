@@ -118,6 +118,13 @@ func validate(w *Write) error {
 	if w.Source == "" {
 		w.Source = FromTool
 	}
+	if w.Source != FromTool && w.Source != FromMarkdown && w.Source != FromCapture && w.Source != FromCLI {
+		return Errorf(CodeInvalidArgument, "source", "is not tool, markdown, capture or cli")
+	}
+	// A count near the top of an int64 would overflow on its next use.
+	if w.UseCount != nil && (*w.UseCount < 0 || *w.UseCount > MaxUseCount) {
+		return Errorf(CodeInvalidArgument, "use_count", "must be between 0 and %d", MaxUseCount)
+	}
 	w.Body = CanonBody(w.Body)
 	if err := checkBody(w.Body); err != nil {
 		return err
@@ -139,11 +146,8 @@ func validate(w *Write) error {
 	if err := checkMetadata(w.Metadata); err != nil {
 		return err
 	}
-	if len(w.SessionID) > 200 {
-		return Errorf(CodeInvalidArgument, "session_id", "is longer than 200 bytes")
-	}
-	if !utf8.ValidString(w.SessionID) || strings.IndexFunc(w.SessionID, unicode.IsControl) >= 0 {
-		return Errorf(CodeInvalidArgument, "session_id", "must be one line of valid UTF-8")
+	if len(w.SessionID) > 200 || !utf8.ValidString(w.SessionID) || strings.IndexFunc(w.SessionID, unicode.IsControl) >= 0 {
+		return Errorf(CodeInvalidArgument, "session_id", "must be one line of valid UTF-8, at most 200 bytes")
 	}
 	return scanAll(w)
 }
