@@ -60,12 +60,12 @@ func Parse(data []byte) (c memory.Capture, dir string, err error) {
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return memory.Capture{}, "", fmt.Errorf("stdin is not a JSON object: %v", err)
+		return memory.Capture{}, "", fmt.Errorf("stdin is not a JSON object: %s", describe(err))
 	}
 	if _, ok := probe["transcript_path"]; ok {
 		var hp Hook
 		if err := json.Unmarshal(data, &hp); err != nil {
-			return memory.Capture{}, "", fmt.Errorf("hook payload: %v", err)
+			return memory.Capture{}, "", fmt.Errorf("hook payload: %s", describe(err))
 		}
 		if hp.SessionID == "" {
 			return memory.Capture{}, "", errors.New("hook payload has no session_id")
@@ -77,9 +77,33 @@ func Parse(data []byte) (c memory.Capture, dir string, err error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return memory.Capture{}, "", fmt.Errorf("capture payload: %v", err)
+		return memory.Capture{}, "", fmt.Errorf("capture payload: %s", describe(err))
 	}
 	return memory.Capture{SessionID: in.SessionID, Plan: in.Plan, Outcome: in.Outcome, Statements: in.Statements, Sequences: in.ToolSequences}, "", nil
+}
+
+// fieldPath is a decoding error's path when it is one of the payload's
+// own member names, not text the caller chose.
+var fieldPath = regexp.MustCompile(`^[a-z_]+(\.[a-z_]+)*$`)
+
+// describe says what is wrong with a payload without any of its text: the
+// decoder's own messages quote unknown member names and characters, and a
+// name may be a secret pasted in the wrong place. Hook stderr is often
+// logged.
+func describe(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON (at byte %d)", se.Offset)
+	case errors.As(err, &te) && fieldPath.MatchString(te.Field):
+		return fmt.Sprintf("%s has the wrong type (want %s)", te.Field, te.Type)
+	case errors.As(err, &te):
+		return fmt.Sprintf("a member has the wrong type (want %s)", te.Type)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return "a member it does not have (it takes session_id, plan, outcome, statements and tool_sequences with name, steps and succeeded)"
+	}
+	return "not a JSON object of the expected shape"
 }
 
 // transcriptLine is the part of a Claude Code transcript line we read.

@@ -47,6 +47,25 @@ func TestReadCorrupt(t *testing.T) {
 	}
 }
 
+// A payload refused for a member's name or value never quotes it: a
+// secret pasted as a name, inside a tool sequence too, or given where a
+// list belongs, does not reach the error (and so the hook's log).
+func TestParseErrorsQuoteNothing(t *testing.T) {
+	secret := "ghp_" + strings.Repeat("Zk3q9XbT2mV7", 3)
+	for _, in := range []string{
+		`{"session_id":"s1","` + secret + `":"x"}`,
+		`{"session_id":"s1","tool_sequences":[{"name":"t","` + secret + `":1}]}`,
+		`{"session_id":"s1","statements":"` + secret + `"}`,
+		`{"session_id":"s1","statements":[` + secret + `]}`,
+		`{"transcript_path":"/x","session_id":"s1","cwd":["` + secret + `"]}`,
+	} {
+		_, _, err := Parse([]byte(in))
+		if err == nil || strings.Contains(err.Error(), "Zk3q") {
+			t.Errorf("Parse(%.40q...) = %v", in, err)
+		}
+	}
+}
+
 func TestParse(t *testing.T) {
 	if _, _, err := Parse([]byte(`{"session_id":"s","statments":["typo"]}`)); err == nil {
 		t.Error("an unknown field was accepted")
