@@ -47,6 +47,9 @@ type importResult struct {
 	// Projects counts the other projects records went to (with
 	// --keep-projects).
 	Projects int `json:"other_projects"`
+	// approx is a dry run with no scratch copy (PostgreSQL): lines are
+	// checked, not written, and refusals only a write finds are missed.
+	approx bool
 }
 
 // reason is an error's text as an import reports it: the store's errors
@@ -97,6 +100,26 @@ func runImport(c *cli, args []string) error {
 		rep, err := a.Sync(c.ctx)
 		if err != nil {
 			return err
+		}
+		if *dry {
+			// Rehearsed on a copy, without the mirror: the same checks, and
+			// every refusal only the write itself finds.
+			tmp, err := os.MkdirTemp("", "memory-mcp-dry-run-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			scratch := tmp + "/memory.db"
+			if res.approx = a.Store.Backup(c.ctx, scratch) != nil; !res.approx {
+				st, err := openStore(c.ctx, scratch, nil)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				copied := *a.App
+				copied.Store, copied.Proj, copied.Dir = st, memory.Project{ID: a.Proj.ID}, nil
+				a = &app{App: &copied, cfg: a.cfg}
+			}
 		}
 		fromFiles := map[string]bool{}
 		for _, k := range rep.Imported {
@@ -163,7 +186,7 @@ func runImport(c *cli, args []string) error {
 				moved = true
 			}
 			refused := len(res.Refused)
-			if *dry {
+			if res.approx {
 				res.dryRun(c.ctx, a.Store, into.ID, n, memory.Write{Scope: rec.Scope, Type: rec.Type, Key: rec.Key, Description: rec.Description,
 					Body: rec.Body, Tags: rec.Tags, Confidence: &rec.Confidence, SessionID: rec.SessionID, Source: rec.Source, Metadata: rec.Metadata})
 			} else {

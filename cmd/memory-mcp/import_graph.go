@@ -102,7 +102,7 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importRes
 			return err
 		}
 		w := e.Write()
-		if res.DryRun {
+		if res.approx {
 			res.dryRun(c.ctx, a.Store, a.Proj.ID, e.Line, w)
 			continue
 		}
