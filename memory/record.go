@@ -76,6 +76,7 @@ const (
 	FromMarkdown Source = "markdown"
 	FromCapture  Source = "capture"
 	FromCLI      Source = "cli"
+	FromSync     Source = "sync"
 )
 
 // Limits on field sizes, and on a use count an import may carry.

@@ -118,10 +118,9 @@ func validate(w *Write) error {
 	if w.Source == "" {
 		w.Source = FromTool
 	}
-	if w.Source != FromTool && w.Source != FromMarkdown && w.Source != FromCapture && w.Source != FromCLI {
-		return Errorf(CodeInvalidArgument, "source", "is not tool, markdown, capture or cli")
+	if w.Source != FromTool && w.Source != FromMarkdown && w.Source != FromCapture && w.Source != FromCLI && w.Source != FromSync {
+		return Errorf(CodeInvalidArgument, "source", "is not tool, markdown, capture, cli or sync")
 	}
-	// A count near the top of an int64 would overflow on its next use.
 	if w.UseCount != nil && (*w.UseCount < 0 || *w.UseCount > MaxUseCount) {
 		return Errorf(CodeInvalidArgument, "use_count", "must be between 0 and %d", MaxUseCount)
 	}

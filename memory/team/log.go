@@ -384,7 +384,7 @@ func refusedOr(err error) error {
 func WriteOf(lv scope.Level, typ memory.Type, key string, v *Version, now time.Time) memory.Write {
 	w := memory.Write{
 		Scope: lv, Type: typ, Key: key, Description: v.Description, Body: v.Body, Tags: v.Tags,
-		Metadata: v.Metadata, Source: "sync", Confidence: v.Confidence,
+		Metadata: v.Metadata, Source: memory.FromSync, Confidence: v.Confidence,
 	}
 	if v.ExpiresAt != nil {
 		ttl := v.ExpiresAt.Sub(now)
