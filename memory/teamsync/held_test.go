@@ -377,3 +377,87 @@ func TestTeamSecretInAReplacedVersionIsNotKept(t *testing.T) {
 		tm.noSecret(t, secret)
 	})
 }
+
+func (tm *heldTeam) adminTenantPut(t *testing.T, key, body string, base int64) {
+	t.Helper()
+	res, err := tm.log.Push(context.Background(), tm.admin, []team.Change{{ID: team.NewID(), Machine: "admins-laptop", Base: base,
+		Scope: "tenant", Type: "semantic", Key: key, Op: team.OpPut, Record: &team.Version{Body: body}}})
+	if err != nil || res[0].Status != team.Stored {
+		t.Fatalf("admin's push: %+v %v", res, err)
+	}
+}
+
+// A held change that replaced a version of bob's is one conflict: noted
+// when pulled, not again when it is released.
+func TestTeamChangeHeldLosesOneConflictOnce(t *testing.T) {
+	onBoth(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		tm := newHeldTeam(t, pg)
+		tm.bobPuts(t, scope.Tenant, "k", "bob v1")
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tm.adminTenantPut(t, "k", "admin, not having seen bob's", 0)
+		if _, err := tm.sync.push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tm.bobPuts(t, scope.Tenant, "k", "bob v2")
+		if _, _, err := tm.sync.pull(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := tm.sync.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Conflicts) != 1 {
+			for _, c := range st.Conflicts {
+				t.Logf("conflict #%d seq winner %q loser %q", c.ID, c.Winner.Record.Body, c.Loser.Record.Body)
+			}
+			t.Errorf("%d conflicts for one lost version, want 1", len(st.Conflicts))
+		}
+	})
+}
+
+// bob writes a name, a teammate's change of it is held behind his, then
+// bob deletes it before it is ever sent: the waiting change is dropped
+// (a delete of a name the team never had, as far as bob knew), and the
+// held change is applied, so bob ends with the team's version.
+func TestTeamChangeHeldBehindADroppedDeleteIsApplied(t *testing.T) {
+	onBoth(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		tm := newHeldTeam(t, pg)
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tm.sync.push(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tm.bobPuts(t, scope.Tenant, "x", "bob's draft")
+		tm.adminTenantPut(t, "x", "the team's x", 0)
+		if _, _, err := tm.sync.pull(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lv := scope.Tenant
+		if _, err := tm.bob.Delete(ctx, memory.Project{}, memory.Selector{Key: "x", Type: memory.Semantic, Scope: &lv}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := tm.sync.Round(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var held int
+		if err := tm.bob.DB().QueryRowContext(ctx, `SELECT count(*) FROM sync_held`).Scan(&held); err != nil || held != 0 {
+			t.Errorf("%d changes still held (%v)", held, err)
+		}
+		r, err := tm.bob.Get(ctx, memory.Project{}.ID, memory.Selector{Key: "x", Type: memory.Semantic, Scope: &lv})
+		if err != nil {
+			t.Errorf("bob lacks the team's x (%v); %d changes still held", err, held)
+		} else if r.Body != "the team's x" {
+			t.Errorf("bob has %q", r.Body)
+		}
+	})
+}

@@ -239,8 +239,12 @@ func (s *Syncer) close(ctx context.Context) error {
 				return err
 			}
 			if c.Op == team.OpDelete && c.Base == 0 {
-				// Made and deleted here before the team ever had it.
+				// Made and deleted here before the team ever had it: a
+				// change of the team's held behind it has nothing to wait for.
 				if _, err := tx.ExecContext(ctx, `DELETE FROM sync_outbox WHERE id = $1`, o.Row); err != nil {
+					return err
+				}
+				if err := s.release(ctx, tx, machine, o.Scope, c, false); err != nil {
 					return err
 				}
 				continue
@@ -527,7 +531,11 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 		return false, lost, nil
 	}
 	if pending {
-		b, _ := json.Marshal(c)
+		// Without the version it replaced: that is a conflict already
+		// noted above, if it is one.
+		held := c
+		held.Replaced = nil
+		b, _ := json.Marshal(held)
 		_, err := tx.ExecContext(ctx, `INSERT INTO sync_held (scope, type, key, seq, change) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (scope, type, key) DO UPDATE SET seq = excluded.seq, change = excluded.change WHERE excluded.seq > sync_held.seq`,
 			int(lv), c.Type, c.Key, c.Seq, string(b))
