@@ -3,6 +3,7 @@ package teamsync
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -459,5 +460,33 @@ func TestTeamChangeHeldBehindADroppedDeleteIsApplied(t *testing.T) {
 		} else if r.Body != "the team's x" {
 			t.Errorf("bob has %q", r.Body)
 		}
+	})
+}
+
+// A pulled change whose key itself is shaped like a secret is set aside
+// without the key: neither sync status nor the database holds it.
+func TestTeamSecretShapedKeyIsWithheld(t *testing.T) {
+	onBoth(t, func(t *testing.T, pg bool) {
+		ctx := context.Background()
+		tm := newHeldTeam(t, pg)
+		tm.adminTenantPut(t, "standin-key", "a body", 0)
+		secret := "sk-" + strings.Repeat("3f9a0c7e", 4)
+		if memory.ScanField("key", secret) == nil {
+			t.Fatal("the stand-in is not shaped like a secret")
+		}
+		if _, err := tm.server.DB().ExecContext(ctx, `UPDATE sync_log SET key = $1 WHERE key = 'standin-key'`, secret); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tm.sync.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := tm.sync.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Aside) != 1 || !strings.Contains(st.Aside[0].Reason, "secret") || strings.Contains(fmt.Sprint(st), "3f9a0c7e") {
+			t.Errorf("set aside: %+v", st.Aside)
+		}
+		tm.noSecret(t, secret)
 	})
 }

@@ -491,12 +491,18 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 	// older) is set aside before anything of the change is kept, as a
 	// conflict or held: only its name and the reason are.
 	if err := scanChange(c); err != nil {
+		if memory.ScanField("key", c.Key) != nil {
+			c.Key = "(withheld: shaped like a secret)"
+		}
 		return false, false, s.setAside(ctx, tx, "pull", c, err.Error())
 	}
 	mine := c.Machine == machine && machine != ""
 	if c.Replaced != nil {
 		if err := scanChange(*c.Replaced); err != nil {
 			if c.Replaced.Machine == machine && !mine { // this machine's, which it would keep
+				if memory.ScanField("key", c.Replaced.Key) != nil {
+					c.Replaced.Key = "(withheld: shaped like a secret)"
+				}
 				if err := s.setAside(ctx, tx, "pull", *c.Replaced, "the version it replaced: "+err.Error()); err != nil {
 					return false, false, err
 				}
