@@ -37,8 +37,7 @@ type importResult struct {
 	Updated   int       `json:"updated"`
 	Unchanged int       `json:"unchanged"`
 	Refused   []refusal `json:"refused"`
-	// Moved counts the records exported from another project that went
-	// into this one (without --keep-projects).
+	// Moved counts records of another project's export taken into this one.
 	Moved int `json:"moved_from_other_projects"`
 	// FromFiles counts the lines whose record the import's first step, a
 	// sync of the project's markdown files, had just read in: a fresh
@@ -46,10 +45,8 @@ type importResult struct {
 	FromFiles int `json:"read_from_markdown_first"`
 	// Projects counts the other projects records went to (with
 	// --keep-projects).
-	Projects int `json:"other_projects"`
-	// approx is a dry run with no scratch copy (PostgreSQL): lines are
-	// checked, not written, and refusals only a write finds are missed.
-	approx bool
+	Projects int  `json:"other_projects"`
+	approx   bool // a dry run with no scratch copy (PostgreSQL): checked, not rehearsed
 }
 
 // reason is an error's text as an import reports it: the store's errors
@@ -102,8 +99,7 @@ func runImport(c *cli, args []string) error {
 			return err
 		}
 		if *dry {
-			// Rehearsed on a copy, without the mirror: the same checks, and
-			// every refusal only the write itself finds.
+			// Rehearsed on a copy without the mirror: every refusal a write finds.
 			tmp, err := os.MkdirTemp("", "memory-mcp-dry-run-")
 			if err != nil {
 				return err

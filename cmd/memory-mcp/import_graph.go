@@ -14,10 +14,9 @@ import (
 )
 
 // importGraph turns a knowledge graph into project semantic records: one
-// per entity, its observations as the body, its type in the description
-// and tags, and each relation written into the records at both of its ends.
-// The whole graph is read first, since a relation may come before its
-// entities.
+// per entity, its observations as the body, its type in the description and
+// tags, and each relation written into the records at both of its ends. The
+// whole graph is read first: a relation may come before its entities.
 func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importResult) error {
 	var ents []*jsonl.Entity
 	byName := map[string]*jsonl.Entity{}
@@ -102,6 +101,10 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importRes
 			return err
 		}
 		w := e.Write()
+		if old, err := a.Store.Peek(c.ctx, a.Proj.ID, memory.Selector{Key: w.Key, Type: w.Type, Scope: &w.Scope}); err == nil && old.Metadata["entity"] != e.Name {
+			res.Refused = append(res.Refused, refusal{e.Line, "conflict: its key holds a memory not imported from this entity; rename the entity or delete that memory"})
+			continue
+		}
 		if res.approx {
 			res.dryRun(c.ctx, a.Store, a.Proj.ID, e.Line, w)
 			continue
