@@ -245,6 +245,11 @@ func runCompare(ctx context.Context, cfg config, bin, tmp string, stdout, stderr
 
 // peerName is a short name for a peer command: its package or program.
 func peerName(argv []string) string {
+	for _, a := range argv[1:] {
+		if strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-") == "serve-nothing" {
+			return nothingName
+		}
+	}
 	for i := len(argv) - 1; i >= 0; i-- {
 		a := argv[i]
 		if j := strings.Index(a, "@"); j >= 0 && !strings.HasPrefix(a, "-") {
@@ -254,9 +259,6 @@ func peerName(argv []string) string {
 			}
 			return a
 		}
-	}
-	if argv[len(argv)-1] == "-serve-nothing" {
-		return nothingName
 	}
 	return filepath.Base(argv[len(argv)-1])
 }

@@ -109,9 +109,10 @@ func TestParseStatus(t *testing.T) {
 func TestPeerName(t *testing.T) {
 	for argv, want := range map[string]string{
 		"node /x/node_modules/@modelcontextprotocol/server-memory/dist/index.js": "@modelcontextprotocol/server-memory",
-		"npx -y @ai-devkit/memory":         "@ai-devkit/memory",
-		"/usr/local/bin/other-server":      "other-server",
-		"/tmp/memory-bench -serve-nothing": nothingName,
+		"npx -y @ai-devkit/memory":                                               "@ai-devkit/memory",
+		"/usr/local/bin/other-server":                                            "other-server",
+		"/tmp/memory-bench -serve-nothing":                                       nothingName,
+		"/go/pkg/mod/prom.codes/memory-mcp@v1/memory-bench --serve-nothing=true": nothingName,
 	} {
 		if got := peerName(strings.Fields(argv)); got != want {
 			t.Errorf("peerName(%q) = %q, want %q", argv, got, want)
