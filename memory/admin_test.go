@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,6 +91,78 @@ func TestRestoreRefusesSourceAndUseCountOutOfRange(t *testing.T) {
 	recs, _, err := s.List(ctx, projA.ID, ListOptions{})
 	if err != nil || len(recs) != 1 || recs[0].UseCount != MaxUseCount+1 {
 		t.Fatalf("list after a use of the largest count: %+v, %v", recs, err)
+	}
+}
+
+// A restore while another store on the database writes without pause
+// loses none of its writes: each one acknowledged is in the restored
+// database or in the copy kept of the replaced one.
+func TestRestoreLosesNoWriteMadeMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "memory.db")
+	s1, err := openTarget(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close()
+	for i := range 2000 {
+		if _, _, err := s1.Put(ctx, Project{}, Write{Scope: scope.Workspace, Type: Semantic, Key: fmt.Sprintf("seed-%d", i), Body: "seed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backup := filepath.Join(dir, "b.db")
+	if err := s1.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := openTarget(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	stop := make(chan struct{})
+	acked := make(chan []string)
+	go func() {
+		var keys []string
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				acked <- keys
+				return
+			default:
+			}
+			key := fmt.Sprintf("meanwhile-%d", i)
+			if _, _, err := s1.Put(ctx, Project{}, Write{Scope: scope.Workspace, Type: Semantic, Key: key, Body: "written during the restore"}); err == nil {
+				keys = append(keys, key)
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	kept := filepath.Join(dir, "kept.db")
+	err = s2.RestoreFrom(ctx, backup, kept, nil)
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	keys := <-acked
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := openTarget(ctx, kept, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ws := scope.Workspace
+	lost := 0
+	for _, key := range keys {
+		sel := Selector{Key: key, Type: Semantic, Scope: &ws}
+		_, err1 := s1.Peek(ctx, "", sel)
+		_, err2 := k.Peek(ctx, "", sel)
+		if err1 != nil && err2 != nil {
+			lost++
+		}
+	}
+	if lost > 0 || len(keys) == 0 {
+		t.Errorf("%d of %d writes made during the restore are in neither database", lost, len(keys))
 	}
 }
 

@@ -52,9 +52,10 @@ type Backend interface {
 	// that must not exist.
 	Backup(ctx context.Context, dst string) error
 	// Restore replaces the database's content with the database at src,
-	// after checking it, and migrates it. progress, when not nil, is
-	// told the pages copied and the pages in all.
-	Restore(ctx context.Context, src string, progress func(done, total int)) error
+	// after checking it and keeping a copy of the content it replaces at
+	// keep (a file that must not exist), and migrates it. progress, when
+	// not nil, is told the pages copied and the pages in all.
+	Restore(ctx context.Context, src, keep string, progress func(done, total int)) error
 	// Close closes the pool.
 	Close() error
 }

@@ -25,16 +25,13 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 // the copy goes.
 func (s *Store) RestoreFrom(ctx context.Context, src, keep string, progress func(done, total int)) error {
 	if s.pg {
-		return s.b.Restore(ctx, src, progress) // refused, with what to use instead
+		return s.b.Restore(ctx, src, keep, progress) // refused, with what to use instead
 	}
 	before, err := s.changeMarks(ctx)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", src, err)
 	}
-	if err := s.Backup(ctx, keep); err != nil {
-		return fmt.Errorf("keep the replaced database: %w", err)
-	}
-	if err := s.b.Restore(ctx, src, progress); err != nil {
+	if err := s.b.Restore(ctx, src, keep, progress); err != nil {
 		return err
 	}
 	if err := s.markRestored(ctx, before); err != nil {

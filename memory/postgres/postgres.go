@@ -527,7 +527,7 @@ func (s *DB) Backup(_ context.Context, dst string) error {
 }
 
 // Restore is refused: the server has its own tools.
-func (s *DB) Restore(_ context.Context, src string, _ func(done, total int)) error {
+func (s *DB) Restore(_ context.Context, src, _ string, _ func(done, total int)) error {
 	return unsupported("restore "+src, "restore a PostgreSQL database with pg_restore or the server's own recovery")
 }
 

@@ -17,6 +17,13 @@ import (
 // snapshot, so the copy holds every write committed before it began. The
 // copy is made 0600.
 func (d *DB) Backup(ctx context.Context, dst string) error {
+	return backupTo(ctx, d.db, dst)
+}
+
+// backupTo is Backup through q: the pool, or one connection of it.
+func backupTo(ctx context.Context, q interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, dst string) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("backup to %s: the file exists; choose a new name or remove it", dst)
 	}
@@ -30,7 +37,7 @@ func (d *DB) Backup(ctx context.Context, dst string) error {
 		return fmt.Errorf("backup to %s: %w", dst, err)
 	}
 	f.Close()
-	if _, err := d.db.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
+	if _, err := q.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
 		os.Remove(dst)
 		return fmt.Errorf("backup to %s: %w", dst, err)
 	}
@@ -99,12 +106,59 @@ func CheckFile(ctx context.Context, path string) (FileCheck, error) {
 
 func first(ss []string, n int) []string { return ss[:min(n, len(ss))] }
 
+// keepQuiet copies the database to keep through c while another
+// connection holds the write lock, and again if a commit came between,
+// a few times at most.
+func (d *DB) keepQuiet(ctx context.Context, c *sql.Conn, keep string) error {
+	version := func() (v int64, err error) {
+		err = c.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v)
+		return v, err
+	}
+	lock, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	for try := 0; ; try++ {
+		before, err := version()
+		if err != nil {
+			return err
+		}
+		if _, err := lock.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+			return err
+		}
+		err = backupTo(ctx, c, keep)
+		if _, rerr := lock.ExecContext(ctx, `ROLLBACK`); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return err
+		}
+		after, err := version()
+		if err != nil || after == before {
+			return err
+		}
+		if try == 4 {
+			os.Remove(keep)
+			return errors.New("other processes kept writing while it was copied; try again when they are quieter")
+		}
+		os.Remove(keep)
+	}
+}
+
 // Restore replaces the database's content with the database at src, after
-// checking src with CheckFile. It uses SQLite's online backup, so servers
-// that have the database open see the restored content on their next read
-// rather than a file swapped under them. Migrations then bring an older
-// schema up to date.
-func (d *DB) Restore(ctx context.Context, src string, progress func(done, total int)) error {
+// checking src with CheckFile and keeping a copy of what it replaces at
+// keep. It uses SQLite's online backup, so servers that have the database
+// open see the restored content on their next read rather than a file
+// swapped under them. Migrations then bring an older schema up to date.
+//
+// Other processes may go on writing. A write committed after the kept
+// copy was taken and before the restore began would be in neither. So the
+// copy is taken while another connection holds the write lock, and again
+// if anything was committed between its start and the moment that lock
+// is let go (PRAGMA data_version); the restore follows at once, in one
+// step, itself holding the write lock throughout.
+func (d *DB) Restore(ctx context.Context, src, keep string, progress func(done, total int)) error {
 	if _, err := CheckFile(ctx, src); err != nil {
 		return err
 	}
@@ -128,6 +182,9 @@ func (d *DB) Restore(ctx context.Context, src string, progress func(done, total 
 		return fmt.Errorf("restore %s: %w", src, err)
 	}
 	defer tc.Close()
+	if err := d.keepQuiet(ctx, tc, keep); err != nil {
+		return fmt.Errorf("keep the replaced database: %w", err)
+	}
 	err = tc.Raw(func(to any) error {
 		return fc.Raw(func(fr any) error {
 			dst, ok1 := to.(*sqlite3.SQLiteConn)
@@ -139,19 +196,12 @@ func (d *DB) Restore(ctx context.Context, src string, progress func(done, total 
 			if err != nil {
 				return err
 			}
-			for {
-				done, err := b.Step(256)
-				if err != nil {
-					b.Finish()
-					return err
-				}
-				if progress != nil {
-					total := b.PageCount()
-					progress(total-b.Remaining(), total)
-				}
-				if done {
-					break
-				}
+			if _, err := b.Step(-1); err != nil {
+				b.Finish()
+				return err
+			}
+			if progress != nil {
+				progress(b.PageCount(), b.PageCount())
 			}
 			return b.Finish()
 		})
