@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -163,6 +164,52 @@ func TestRestoreLosesNoWriteMadeMeanwhile(t *testing.T) {
 	}
 	if lost > 0 || len(keys) == 0 {
 		t.Errorf("%d of %d writes made during the restore are in neither database", lost, len(keys))
+	}
+}
+
+// A backup made with larger pages (an earlier build made 4 KiB ones) is
+// restored into a database of 1 KiB pages, and a failed restore leaves
+// no kept copy behind.
+func TestRestoreFromLargerPages(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := openTarget(ctx, filepath.Join(dir, "memory.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.Put(ctx, Project{}, Write{Scope: scope.Workspace, Type: Semantic, Key: "kept", Body: "from the old build"}); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "old.db")
+	if err := s.Backup(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite3", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page int
+	_, err = db.ExecContext(ctx, `PRAGMA journal_mode = DELETE; PRAGMA page_size = 4096; VACUUM`)
+	if err == nil {
+		err = db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&page)
+	}
+	db.Close()
+	if err != nil || page != 4096 {
+		t.Fatalf("page size %d, %v", page, err)
+	}
+	if _, err := s.Delete(ctx, Project{}, Selector{Key: "kept", Type: Semantic}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RestoreFrom(ctx, old, filepath.Join(dir, "kept.db"), nil); err != nil {
+		t.Fatal(err)
+	}
+	ws := scope.Workspace
+	if r, err := s.Get(ctx, "", Selector{Key: "kept", Type: Semantic, Scope: &ws}); err != nil || r.Body != "from the old build" {
+		t.Errorf("after the restore: %+v, %v", r, err)
+	}
+	if err := s.RestoreFrom(ctx, filepath.Join(dir, "kept.db"), filepath.Join(dir, "kept-again.db"), nil); err != nil {
+		t.Fatal(err) // the copy kept is itself a backup that restores
 	}
 }
 

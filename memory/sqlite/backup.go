@@ -106,6 +106,38 @@ func CheckFile(ctx context.Context, path string) (FileCheck, error) {
 
 func first(ss []string, n int) []string { return ss[:min(n, len(ss))] }
 
+// withPageSize opens src read-only if its pages are want bytes, else a
+// copy of it made with pages of that size, removed by done.
+func withPageSize(ctx context.Context, src string, want int) (*sql.DB, func(), error) {
+	db, err := sql.Open("sqlite3", "file:"+escapePath(src)+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return nil, nil, err
+	}
+	var have int
+	if err := db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&have); err != nil || have == want {
+		return db, func() { db.Close() }, err
+	}
+	defer db.Close()
+	dir, err := os.MkdirTemp("", "memory-mcp-restore-")
+	if err != nil {
+		return nil, nil, err
+	}
+	conv := filepath.Join(dir, "pages.db")
+	if err := backupTo(ctx, db, conv); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	c, err := sql.Open("sqlite3", "file:"+escapePath(conv)+"?_busy_timeout=10000")
+	if err == nil {
+		_, err = c.ExecContext(ctx, fmt.Sprintf(`PRAGMA journal_mode = DELETE; PRAGMA page_size = %d; VACUUM`, want))
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); os.RemoveAll(dir) }, nil
+}
+
 // keepQuiet copies the database to keep through c while another
 // connection holds the write lock, and again if a commit came between,
 // a few times at most.
@@ -167,11 +199,17 @@ func (d *DB) Restore(ctx context.Context, src, keep string, progress func(done, 
 	if abs1 == abs2 {
 		return fmt.Errorf("restore %s: that is the database itself", src)
 	}
-	from, err := sql.Open("sqlite3", "file:"+escapePath(src)+"?mode=ro&_busy_timeout=10000")
-	if err != nil {
+	// SQLite's backup into a database in WAL mode needs pages of its size;
+	// a file from a build that made larger ones is copied to that first.
+	var want int
+	if err := d.db.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&want); err != nil {
 		return fmt.Errorf("restore %s: %w", src, err)
 	}
-	defer from.Close()
+	from, done, err := withPageSize(ctx, src, want)
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", src, describeOpenError(err))
+	}
+	defer done()
 	fc, err := from.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", src, err)
@@ -207,6 +245,7 @@ func (d *DB) Restore(ctx context.Context, src, keep string, progress func(done, 
 		})
 	})
 	if err != nil {
+		os.Remove(keep) // nothing was replaced
 		return fmt.Errorf("restore %s: %w", src, describeOpenError(err))
 	}
 	if err := d.migrate(ctx); err != nil {
