@@ -168,8 +168,7 @@ func TestRestoreLosesNoWriteMadeMeanwhile(t *testing.T) {
 }
 
 // A backup made with larger pages (an earlier build made 4 KiB ones) is
-// restored into a database of 1 KiB pages, and a failed restore leaves
-// no kept copy behind.
+// restored into a database of 1 KiB pages, and so is the copy kept then.
 func TestRestoreFromLargerPages(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

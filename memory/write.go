@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -261,8 +262,8 @@ func checkMetadata(m map[string]string) error {
 	}
 	n := 0
 	for k, v := range m {
-		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return Errorf(CodeInvalidArgument, "metadata", "keys must be non-empty and keys and values valid UTF-8")
+		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) || strings.IndexFunc(k, unicode.IsControl) >= 0 || strings.ContainsRune(v, 0) {
+			return Errorf(CodeInvalidArgument, "metadata", "keys must be non-empty one-line text, and keys and values valid UTF-8 without NUL")
 		}
 		n += len(k) + len(v)
 	}
@@ -316,7 +317,7 @@ func scanMetadata(m map[string]string) error {
 
 // safeField is a metadata key fit to appear in an error: it was scanned
 // already, so only its length is bounded.
-func safeField(k string) string { return clip(k, 40) }
+func safeField(k string) string { return clip(strconv.QuoteToASCII(k), 40) }
 
 func sortedKeys(m map[string]string) []string {
 	ks := make([]string, 0, len(m))

@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"prom.codes/memory-mcp/scope"
 )
@@ -148,5 +150,24 @@ func TestRewriteUnderItsName(t *testing.T) {
 	}
 	if recs, err := s.Effective(ctx, projA.ID, []Type{Semantic}, 0); err != nil || len(recs) != 1 {
 		t.Errorf("records: %d, %v; want 1", len(recs), err)
+	}
+}
+
+// Metadata keys are one line of text and values hold no NUL: a key with
+// escape codes and a newline (which would forge lines in a log or a
+// terminal) and a NUL value, which a markdown file cannot carry, are
+// refused, and the error holds no control character.
+func TestMetadataControlCharactersRefused(t *testing.T) {
+	s, _ := mustOpen(t)
+	for _, m := range []map[string]string{
+		{"\x1b[2J\x1b]0;pwned\a\nline 99 refused: fake": "v"},
+		{"k\x00x": "v"},
+		{"k": "a\x00b"},
+	} {
+		_, _, err := s.Put(context.Background(), projA, Write{Type: Working, Key: "meta", Body: "b", Metadata: m})
+		var me *Error
+		if !errors.As(err, &me) || me.Code != CodeInvalidArgument || strings.IndexFunc(err.Error(), unicode.IsControl) >= 0 {
+			t.Errorf("metadata %q: %v", m, err)
+		}
 	}
 }
