@@ -126,18 +126,18 @@ func runImport(c *cli, args []string) error {
 		if *format == "server-memory" {
 			return importGraph(c, a, in, bar, &res)
 		}
-		return jsonl.Read(in, func(n int, line []byte, tooLong bool) error {
+		return jsonl.Read(in, func(n int, line []byte, bad string) error {
 			bar.Add(int64(len(line)))
 			if err := c.ctx.Err(); err != nil {
 				return err
 			}
 			line = bytes.TrimSpace(line)
-			if len(line) == 0 && !tooLong {
+			if len(line) == 0 && bad == "" {
 				return nil
 			}
 			res.Lines++
-			if tooLong {
-				res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", jsonl.MaxLine)})
+			if bad != "" {
+				res.Refused = append(res.Refused, refusal{n, bad})
 				return nil
 			}
 			var l jsonl.Line

@@ -26,15 +26,15 @@ func importGraph(c *cli, a *app, in io.Reader, bar *progress.Bar, res *importRes
 		from, to, kind string
 	}
 	var rels []relation
-	err := jsonl.Read(in, func(n int, line []byte, tooLong bool) error {
+	err := jsonl.Read(in, func(n int, line []byte, bad string) error {
 		bar.Add(int64(len(line)))
 		line = bytes.TrimSpace(line)
-		if len(line) == 0 && !tooLong {
+		if len(line) == 0 && bad == "" {
 			return nil
 		}
 		res.Lines++
-		if tooLong {
-			res.Refused = append(res.Refused, refusal{n, fmt.Sprintf("too_large: the line is longer than %d bytes", jsonl.MaxLine)})
+		if bad != "" {
+			res.Refused = append(res.Refused, refusal{n, bad})
 			return nil
 		}
 		var g jsonl.GraphLine

@@ -6,6 +6,7 @@ package jsonl
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"prom.codes/memory-mcp/memory"
 	"prom.codes/memory-mcp/scope"
@@ -107,10 +109,23 @@ func Identity(cur scope.Identity, project string, l scope.Level) (scope.Identity
 // 64 KiB, and JSON escaping can grow it several times over.
 const MaxLine = 1 << 20
 
-// Read calls fn with each line of r, numbered from 1, and with
-// tooLong set (and the line cut) when it exceeded MaxLine.
-func Read(r io.Reader, fn func(n int, line []byte, tooLong bool) error) error {
+// Read calls fn with each line of r, numbered from 1 (a byte order mark
+// before the first dropped), or with why a line cannot be read: longer
+// than MaxLine, or not UTF-8, which decoding would turn into U+FFFD.
+func Read(r io.Reader, fn func(n int, line []byte, bad string) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
+	call := func(n int, line []byte, tooLong bool) error {
+		switch {
+		case tooLong:
+			return fn(n, nil, fmt.Sprintf("too_large: the line is longer than %d bytes", MaxLine))
+		case !utf8.Valid(line):
+			return fn(n, nil, "invalid_argument: the line is not valid UTF-8")
+		}
+		if n == 1 { // a byte order mark, as some editors write
+			line = bytes.TrimPrefix(line, []byte("\ufeff"))
+		}
+		return fn(n, line, "")
+	}
 	for n := 1; ; n++ {
 		var line []byte
 		tooLong := false
@@ -128,17 +143,14 @@ func Read(r io.Reader, fn func(n int, line []byte, tooLong bool) error) error {
 				if len(line) == 0 && !tooLong {
 					return nil
 				}
-				if err := fn(n, line, tooLong); err != nil {
-					return err
-				}
-				return nil
+				return call(n, line, tooLong)
 			}
 			if err != nil {
 				return err
 			}
 			break
 		}
-		if err := fn(n, line, tooLong); err != nil {
+		if err := call(n, line, tooLong); err != nil {
 			return err
 		}
 	}
