@@ -212,6 +212,36 @@ func TestRestoreFromLargerPages(t *testing.T) {
 	}
 }
 
+// Importing an older export again changes nothing: the uses counted since
+// it was made are kept, not set back to its count.
+func TestRestoreNeverLowersAUseCount(t *testing.T) {
+	ctx := context.Background()
+	s, _ := mustOpen(t)
+	rec := Record{Scope: scope.Workspace, Type: Semantic, Key: "counted", Body: "b", Confidence: 0.5, UseCount: 2}
+	if _, _, err := s.Restore(ctx, projA, rec); err != nil {
+		t.Fatal(err)
+	}
+	ws := scope.Workspace
+	for range 3 {
+		if _, err := s.Get(ctx, projA.ID, Selector{Key: "counted", Type: Semantic, Scope: &ws}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, created, err := s.Restore(ctx, projA, rec)
+	if err != nil || created {
+		t.Fatal(err, created)
+	}
+	if got.UseCount != 5 {
+		t.Errorf("use count %d after importing the older export again, want 5", got.UseCount)
+	}
+	if r, _ := s.Peek(ctx, projA.ID, Selector{Key: "counted", Type: Semantic, Scope: &ws}); r.UseCount != 5 {
+		t.Errorf("stored use count %d, want 5", r.UseCount)
+	}
+}
+
 func TestMoveProject(t *testing.T) {
 	ctx := context.Background()
 	s, _ := mustOpen(t)

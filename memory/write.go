@@ -75,8 +75,9 @@ type Write struct {
 	SessionID   string
 	Source      Source
 	Metadata    map[string]string
-	// UseCount, when set, replaces the record's use count (capture counts
-	// repeated procedures this way).
+	// UseCount, when set, raises the record's use count to it, never lowers
+	// it (capture counts repeated procedures this way; an import of an
+	// older export keeps the uses counted since).
 	UseCount *int64
 
 	// keepExpiry sets expires_at to expiresAt instead of deriving it from TTL.
@@ -407,7 +408,7 @@ func (s *Store) putOnce(ctx context.Context, tx *sql.Tx, p Project, w Write, id 
 		rec.Confidence = *w.Confidence
 	}
 	if w.UseCount != nil {
-		rec.UseCount = *w.UseCount
+		rec.UseCount = max(rec.UseCount, *w.UseCount)
 	}
 	ttl := DefaultTTL(w.Type)
 	if w.TTL != nil {
