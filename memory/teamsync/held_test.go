@@ -56,6 +56,38 @@ func newHeldTeam(t *testing.T, pg bool) *heldTeam {
 	return &heldTeam{log: log, server: server, bob: bob, bobFile: file, sync: New(bob, Config{URL: srv.URL, Token: "bob"}), admin: tokens["admin"]}
 }
 
+// round runs a whole round of bob's; pushOnly and pullOnly run half of
+// one, so that a test can write between them.
+func (tm *heldTeam) round(t *testing.T) {
+	t.Helper()
+	if _, err := tm.sync.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (tm *heldTeam) pushOnly(t *testing.T) {
+	t.Helper()
+	if _, err := tm.sync.push(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (tm *heldTeam) pullOnly(t *testing.T) {
+	t.Helper()
+	if _, _, err := tm.sync.pull(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// noneHeld fails if bob's machine still holds a change of the team's.
+func (tm *heldTeam) noneHeld(t *testing.T) {
+	t.Helper()
+	var held int
+	if err := tm.bob.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM sync_held`).Scan(&held); err != nil || held != 0 {
+		t.Errorf("%d changes still held (%v)", held, err)
+	}
+}
+
 // adminPuts stores a system fact on the server, as the admin's machine
 // would push it.
 // onBoth runs fn with bob's machine on SQLite, then on PostgreSQL when
@@ -108,31 +140,23 @@ func testHeldBehindRefused(t *testing.T, pg bool) {
 	ctx := context.Background()
 	tm := newHeldTeam(t, pg)
 	tm.adminPuts(t, "test-runner", "use go test")
-	if _, err := tm.sync.Round(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tm.round(t)
 	if got := tm.bobHas(t, scope.System, "test-runner"); got != "use go test" {
 		t.Fatalf("bob has %q after the first round", got)
 	}
 
 	// A round's push has gone when bob writes; its pull brings the
 	// admin's newer version.
-	if _, err := tm.sync.push(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tm.pushOnly(t)
 	tm.bobPuts(t, scope.System, "test-runner", "use make test")
 	tm.adminPuts(t, "test-runner", "use go test -race")
-	if _, _, err := tm.sync.pull(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tm.pullOnly(t)
 	if got := tm.bobHas(t, scope.System, "test-runner"); got != "use make test" {
 		t.Fatalf("bob's waiting change was replaced by the pull: %q", got)
 	}
 
 	// The next round: bob's change is refused, the admin's applied.
-	if _, err := tm.sync.Round(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tm.round(t)
 	if got := tm.bobHas(t, scope.System, "test-runner"); got != "use go test -race" {
 		t.Errorf("after the refusal bob has %q, want the team's version", got)
 	}
@@ -150,10 +174,7 @@ func testHeldBehindRefused(t *testing.T, pg bool) {
 	if st.Pending != 0 {
 		t.Errorf("%d changes still wait", st.Pending)
 	}
-	var held int
-	if err := tm.bob.DB().QueryRowContext(ctx, `SELECT count(*) FROM sync_held`).Scan(&held); err != nil || held != 0 {
-		t.Errorf("%d changes still held (%v)", held, err)
-	}
+	tm.noneHeld(t)
 }
 
 // When the server stores the waiting change instead, it wins: the team's
@@ -166,33 +187,22 @@ func TestTeamChangeHeldBehindAStoredOneIsDropped(t *testing.T) {
 func testHeldBehindStored(t *testing.T, pg bool) {
 	ctx := context.Background()
 	tm := newHeldTeam(t, pg)
-	if _, err := tm.sync.Round(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tm.sync.push(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tm.round(t)
+	tm.pushOnly(t)
 	tm.bobPuts(t, scope.Tenant, "release", "Release on Tuesdays (bob).")
 	res, err := tm.log.Push(ctx, tm.admin, []team.Change{{ID: team.NewID(), Machine: "admins-laptop",
 		Scope: "tenant", Type: "semantic", Key: "release", Op: team.OpPut, Record: &team.Version{Body: "Release on Mondays."}}})
 	if err != nil || res[0].Status != team.Stored {
 		t.Fatalf("admin's push: %+v %v", res, err)
 	}
-	if _, _, err := tm.sync.pull(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tm.pullOnly(t)
 	for range 2 {
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
 		if got := tm.bobHas(t, scope.Tenant, "release"); got != "Release on Tuesdays (bob)." {
 			t.Errorf("bob has %q, want his own version, stored after the other", got)
 		}
 	}
-	var held int
-	if err := tm.bob.DB().QueryRowContext(ctx, `SELECT count(*) FROM sync_held`).Scan(&held); err != nil || held != 0 {
-		t.Errorf("%d changes still held (%v)", held, err)
-	}
+	tm.noneHeld(t)
 	page, err := tm.log.Pull(ctx, tm.admin, 0, "", 10)
 	if err != nil {
 		t.Fatal(err)
@@ -211,9 +221,7 @@ func TestTeamChangeHeldBehindALostAnswerIsApplied(t *testing.T) {
 	onBoth(t, func(t *testing.T, pg bool) {
 		ctx := context.Background()
 		tm := newHeldTeam(t, pg)
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
 		tm.bobPuts(t, scope.Tenant, "deploys", "Deploys go out at noon (bob).")
 		if n, err := tm.sync.push(ctx); err != nil || n != 1 {
 			t.Fatalf("push: %d, %v", n, err)
@@ -230,22 +238,15 @@ func TestTeamChangeHeldBehindALostAnswerIsApplied(t *testing.T) {
 		if err != nil || res[0].Status != team.Stored {
 			t.Fatalf("admin's push: %+v %v", res, err)
 		}
-		if _, _, err := tm.sync.pull(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.pullOnly(t)
 		if got := tm.bobHas(t, scope.Tenant, "deploys"); got != "Deploys go out at noon (bob)." {
 			t.Fatalf("the pull replaced bob's waiting change: %q", got)
 		}
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
 		if got := tm.bobHas(t, scope.Tenant, "deploys"); got != "Deploys go out at two." {
 			t.Errorf("bob has %q, want the team's later version", got)
 		}
-		var held int
-		if err := tm.bob.DB().QueryRowContext(ctx, `SELECT count(*) FROM sync_held`).Scan(&held); err != nil || held != 0 {
-			t.Errorf("%d changes still held (%v)", held, err)
-		}
+		tm.noneHeld(t)
 	})
 }
 
@@ -307,12 +308,8 @@ func TestTeamSecretBehindAWaitingChangeIsNotHeld(t *testing.T) {
 	onBoth(t, func(t *testing.T, pg bool) {
 		ctx := context.Background()
 		tm := newHeldTeam(t, pg)
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tm.sync.push(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
+		tm.pushOnly(t)
 		tm.bobPuts(t, scope.Tenant, "deploy-notes", "Deploys need the release key (bob).")
 		const stand = "STANDIN-FOR-A-SECRET"
 		res, err := tm.log.Push(ctx, tm.admin, []team.Change{{ID: team.NewID(), Machine: "admins-laptop",
@@ -322,12 +319,8 @@ func TestTeamSecretBehindAWaitingChangeIsNotHeld(t *testing.T) {
 		}
 		secret := fakeKey()
 		tm.plant(t, stand, secret)
-		if _, _, err := tm.sync.pull(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.pullOnly(t)
+		tm.round(t)
 		if got := tm.bobHas(t, scope.Tenant, "deploy-notes"); got != "Deploys need the release key (bob)." {
 			t.Errorf("bob has %q", got)
 		}
@@ -351,9 +344,7 @@ func TestTeamSecretInAReplacedVersionIsNotKept(t *testing.T) {
 		tm := newHeldTeam(t, pg)
 		const stand = "STANDIN-FOR-A-SECRET"
 		tm.bobPuts(t, scope.Tenant, "rotation", "Rotate the keys monthly, "+stand+" (bob).")
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
 		secret := fakeKey()
 		tm.plant(t, stand, secret)
 		// Made without seeing bob's version: it replaces it.
@@ -362,9 +353,7 @@ func TestTeamSecretInAReplacedVersionIsNotKept(t *testing.T) {
 		if err != nil || res[0].Status != team.Stored {
 			t.Fatalf("admin's push: %+v %v", res, err)
 		}
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
 		if got := tm.bobHas(t, scope.Tenant, "rotation"); got != "Rotate the keys weekly." {
 			t.Errorf("bob has %q, want the later version", got)
 		}
@@ -395,20 +384,12 @@ func TestTeamChangeHeldLosesOneConflictOnce(t *testing.T) {
 		ctx := context.Background()
 		tm := newHeldTeam(t, pg)
 		tm.bobPuts(t, scope.Tenant, "k", "bob v1")
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
 		tm.adminTenantPut(t, "k", "admin, not having seen bob's", 0)
-		if _, err := tm.sync.push(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.pushOnly(t)
 		tm.bobPuts(t, scope.Tenant, "k", "bob v2")
-		if _, _, err := tm.sync.pull(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.pullOnly(t)
+		tm.round(t)
 		st, err := tm.sync.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -430,33 +411,22 @@ func TestTeamChangeHeldBehindADroppedDeleteIsApplied(t *testing.T) {
 	onBoth(t, func(t *testing.T, pg bool) {
 		ctx := context.Background()
 		tm := newHeldTeam(t, pg)
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tm.sync.push(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
+		tm.pushOnly(t)
 		tm.bobPuts(t, scope.Tenant, "x", "bob's draft")
 		tm.adminTenantPut(t, "x", "the team's x", 0)
-		if _, _, err := tm.sync.pull(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.pullOnly(t)
 		lv := scope.Tenant
 		if _, err := tm.bob.Delete(ctx, memory.Project{}, memory.Selector{Key: "x", Type: memory.Semantic, Scope: &lv}); err != nil {
 			t.Fatal(err)
 		}
 		for range 2 {
-			if _, err := tm.sync.Round(ctx); err != nil {
-				t.Fatal(err)
-			}
+			tm.round(t)
 		}
-		var held int
-		if err := tm.bob.DB().QueryRowContext(ctx, `SELECT count(*) FROM sync_held`).Scan(&held); err != nil || held != 0 {
-			t.Errorf("%d changes still held (%v)", held, err)
-		}
+		tm.noneHeld(t)
 		r, err := tm.bob.Get(ctx, memory.Project{}.ID, memory.Selector{Key: "x", Type: memory.Semantic, Scope: &lv})
 		if err != nil {
-			t.Errorf("bob lacks the team's x (%v); %d changes still held", err, held)
+			t.Errorf("bob lacks the team's x: %v", err)
 		} else if r.Body != "the team's x" {
 			t.Errorf("bob has %q", r.Body)
 		}
@@ -477,9 +447,7 @@ func TestTeamSecretShapedKeyIsWithheld(t *testing.T) {
 		if _, err := tm.server.DB().ExecContext(ctx, `UPDATE sync_log SET key = $1 WHERE key = 'standin-key'`, secret); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tm.sync.Round(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tm.round(t)
 		st, err := tm.sync.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
