@@ -131,3 +131,42 @@ func TestOpenTakesNoWriteLock(t *testing.T) {
 	}
 	s.Close()
 }
+
+// A use count an earlier import let in out of range (one overflowed to a
+// REAL by its next use, which broke every listing, or a negative one) is
+// brought into range by the upgrade, and the records list again.
+func TestUpgradeBoundsUseCounts(t *testing.T) {
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	sort.Strings(names)
+	path := filepath.Join(t.TempDir(), "memory.db")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateTo(db, names, len(names)-1); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []string{"9.2233720368547758e18", "-5", "7"} {
+		if _, err := db.Exec(fmt.Sprintf(`INSERT INTO records (id, project, scope, type, key, body, created_at, updated_at, use_count)
+			VALUES ('01OLD%d', '', 3, 'semantic', 'counted-%d', 'b', 1, 1, %s)`, i, i, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	st, err := openTarget(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, _, err := st.List(ctx, projA.ID, ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range recs {
+		got[r.Key] = r.UseCount
+	}
+	if want := map[string]int64{"counted-0": MaxUseCount, "counted-1": 0, "counted-2": 7}; !cmp.Equal(got, want) {
+		t.Errorf("use counts after the upgrade: %v, want %v", got, want)
+	}
+}
