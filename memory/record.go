@@ -67,10 +67,9 @@ func DefaultTTL(t Type) time.Duration {
 	return 0
 }
 
-// Source says where a record came from.
+// Source says where a record came from: one of the From constants.
 type Source string
 
-// The sources.
 const (
 	FromTool     Source = "tool"
 	FromMarkdown Source = "markdown"

@@ -150,7 +150,7 @@ func validate(w *Write) error {
 	if len(w.SessionID) > 200 || !utf8.ValidString(w.SessionID) || strings.IndexFunc(w.SessionID, unicode.IsControl) >= 0 {
 		return Errorf(CodeInvalidArgument, "session_id", "must be one line of valid UTF-8, at most 200 bytes")
 	}
-	return scanAll(w)
+	return ScanWrite(w)
 }
 
 func checkBody(b string) error {
@@ -283,7 +283,8 @@ func ScanField(field, value string) error {
 	return nil
 }
 
-func scanAll(w *Write) error {
+// ScanWrite reports a secret in any field of w as ScanField does.
+func ScanWrite(w *Write) error {
 	if err := ScanField("key", w.Key); err != nil {
 		return err
 	}

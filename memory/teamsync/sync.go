@@ -490,20 +490,14 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 	// What this build takes for a secret (the server's rules may be
 	// older) is set aside before anything of the change is kept, as a
 	// conflict or held: only its name and the reason are.
-	if err := scanChange(c); err != nil {
-		if memory.ScanField("key", c.Key) != nil {
-			c.Key = "(withheld: shaped like a secret)"
-		}
-		return false, false, s.setAside(ctx, tx, "pull", c, err.Error())
+	if err := scanChange(lv, typ, c); err != nil {
+		return false, false, s.asideSecret(ctx, tx, c, "", err)
 	}
 	mine := c.Machine == machine && machine != ""
 	if c.Replaced != nil {
-		if err := scanChange(*c.Replaced); err != nil {
+		if err := scanChange(lv, typ, *c.Replaced); err != nil {
 			if c.Replaced.Machine == machine && !mine { // this machine's, which it would keep
-				if memory.ScanField("key", c.Replaced.Key) != nil {
-					c.Replaced.Key = "(withheld: shaped like a secret)"
-				}
-				if err := s.setAside(ctx, tx, "pull", *c.Replaced, "the version it replaced: "+err.Error()); err != nil {
+				if err := s.asideSecret(ctx, tx, *c.Replaced, "the version it replaced: ", err); err != nil {
 					return false, false, err
 				}
 			}
@@ -514,14 +508,12 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 		lost = true
 		winner, _ := json.Marshal(c)
 		loser, _ := json.Marshal(c.Replaced)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_conflicts (bucket, seq, scope, type, key, winner, loser, at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, local, c.Seq, int(lv), c.Type, c.Key, string(winner), string(loser), s.st.Now().UnixNano()); err != nil {
+		if err := s.keepConflict(ctx, tx, lv, c, string(winner), string(loser)); err != nil {
 			return false, false, err
 		}
 	}
-	var pending bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_outbox WHERE bucket = $1 AND scope = $2 AND type = $3 AND key = $4 AND seq IS NULL)`,
-		local, int(lv), c.Type, c.Key).Scan(&pending); err != nil {
+	pending, err := waits(ctx, tx, lv, c.Type, c.Key)
+	if err != nil {
 		return false, lost, err
 	}
 	have, err := nameSeq(ctx, tx, lv, typ, c.Key)
@@ -583,9 +575,7 @@ func (s *Syncer) apply(ctx context.Context, tx *sql.Tx, machine string, c team.C
 // mine, in an earlier push whose answer was lost, before it. Otherwise
 // mine is the later one, and the held change is dropped.
 func (s *Syncer) release(ctx context.Context, tx *sql.Tx, machine string, lv scope.Level, mine team.Change, refused bool) error {
-	var pending bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_outbox WHERE bucket = $1 AND scope = $2 AND type = $3 AND key = $4 AND seq IS NULL)`,
-		local, int(lv), mine.Type, mine.Key).Scan(&pending); err != nil || pending {
+	if pending, err := waits(ctx, tx, lv, mine.Type, mine.Key); err != nil || pending {
 		return err
 	}
 	var held string
@@ -610,8 +600,7 @@ func (s *Syncer) release(ctx context.Context, tx *sql.Tx, machine string, lv sco
 	}
 	if applied && refused {
 		loser, _ := json.Marshal(mine)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO sync_conflicts (bucket, seq, scope, type, key, winner, loser, at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, local, c.Seq, int(lv), c.Type, c.Key, held, string(loser), s.st.Now().UnixNano()); err != nil {
+		if err := s.keepConflict(ctx, tx, lv, c, held, string(loser)); err != nil {
 			return err
 		}
 	}
@@ -619,32 +608,40 @@ func (s *Syncer) release(ctx context.Context, tx *sql.Tx, machine string, lv sco
 	return err
 }
 
+// waits reports whether a change of this machine's to the name waits to
+// be sent: open, or closed and not yet stored.
+func waits(ctx context.Context, tx *sql.Tx, lv scope.Level, typ, key string) (bool, error) {
+	var pending bool
+	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sync_outbox WHERE bucket = $1 AND scope = $2 AND type = $3 AND key = $4 AND seq IS NULL)`,
+		local, int(lv), typ, key).Scan(&pending)
+	return pending, err
+}
+
+// keepConflict keeps loser, a version of this machine's, as lost to
+// winner, the change c.
+func (s *Syncer) keepConflict(ctx context.Context, tx *sql.Tx, lv scope.Level, c team.Change, winner, loser string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO sync_conflicts (bucket, seq, scope, type, key, winner, loser, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, local, c.Seq, int(lv), c.Type, c.Key, winner, loser, s.st.Now().UnixNano())
+	return err
+}
+
 // scanChange reports a secret in the name or the record of c as the
-// store would refuse it, naming the field and never the value.
-func scanChange(c team.Change) error {
-	if err := memory.ScanField("key", c.Key); err != nil {
-		return err
+// store's write would, naming the field and never the value.
+func scanChange(lv scope.Level, typ memory.Type, c team.Change) error {
+	if c.Record == nil {
+		return memory.ScanField("key", c.Key)
 	}
-	v := c.Record
-	if v == nil {
-		return nil
+	w := team.WriteOf(lv, typ, c.Key, c.Record, time.Time{})
+	return memory.ScanWrite(&w)
+}
+
+// asideSecret sets c aside for a secret, err, with why before the
+// reason; a key shaped like a secret is withheld.
+func (s *Syncer) asideSecret(ctx context.Context, tx *sql.Tx, c team.Change, why string, err error) error {
+	if memory.ScanField("key", c.Key) != nil {
+		c.Key = "(withheld: shaped like a secret)"
 	}
-	fields := [][2]string{{"description", v.Description}, {"body", v.Body}}
-	for _, tag := range v.Tags {
-		fields = append(fields, [2]string{"tags", tag})
-	}
-	for k, val := range v.Metadata {
-		if err := memory.ScanKey("metadata", k); err != nil {
-			return err
-		}
-		fields = append(fields, [2]string{"metadata", val})
-	}
-	for _, f := range fields {
-		if err := memory.ScanField(f[0], f[1]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.setAside(ctx, tx, "pull", c, why+err.Error())
 }
 
 // lastSync reads when the last round succeeded.
