@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -37,16 +38,12 @@ type importResult struct {
 	Updated   int       `json:"updated"`
 	Unchanged int       `json:"unchanged"`
 	Refused   []refusal `json:"refused"`
-	// Moved counts records of another project's export taken into this one.
-	Moved int `json:"moved_from_other_projects"`
-	// FromFiles counts the lines whose record the import's first step, a
-	// sync of the project's markdown files, had just read in: a fresh
-	// database in a checkout that has the files.
-	FromFiles int `json:"read_from_markdown_first"`
-	// Projects counts the other projects records went to (with
-	// --keep-projects).
-	Projects int  `json:"other_projects"`
-	approx   bool // a dry run with no scratch copy (PostgreSQL): checked, not rehearsed
+	Moved     int       `json:"moved_from_other_projects"` // records of another project's export taken into this one
+	// FromFiles counts lines whose record the first step, a sync of the
+	// markdown files, had just read in (a fresh database in a checkout).
+	FromFiles int  `json:"read_from_markdown_first"`
+	Projects  int  `json:"other_projects"` // other projects records went to (--keep-projects)
+	approx    bool // a dry run with no scratch copy (PostgreSQL): checked, not rehearsed
 }
 
 // reason is an error's text as an import reports it: the store's errors
@@ -105,8 +102,12 @@ func runImport(c *cli, args []string) error {
 				return err
 			}
 			defer os.RemoveAll(tmp)
-			scratch := tmp + "/memory.db"
-			if res.approx = a.Store.Backup(c.ctx, scratch) != nil; !res.approx {
+			scratch := filepath.Join(tmp, "memory.db")
+			err = a.Store.Backup(c.ctx, scratch)
+			if res.approx = errors.Is(err, errors.ErrUnsupported); err != nil && !res.approx {
+				return fmt.Errorf("copy the database to rehearse on: %w", err)
+			}
+			if !res.approx {
 				st, err := openStore(c.ctx, scratch, nil)
 				if err != nil {
 					return err

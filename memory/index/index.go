@@ -105,10 +105,9 @@ type posting struct {
 // slice header and an allocation per document and gives the collector no
 // pointers to follow.
 //
-// How many terms each of its fields has is apart, in the partition's
-// fieldLens: ranking reads a length for every posting it scores, and a
-// slice of lengths alone holds five times as many documents to a cache
-// line as one of docs.
+// How many terms each of its fields has is kept apart, in the partition's
+// flens: ranking reads those lengths for every posting it scores, and
+// nothing else of the document until it would rank.
 type doc struct {
 	id   int64
 	ends [NumFields]uint32 // where each field's terms end in the partition's toks
