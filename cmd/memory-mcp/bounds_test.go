@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"prom.codes/memory-mcp/memory/storetest"
 	"prom.codes/memory-mcp/weave"
 )
 
@@ -130,19 +131,8 @@ func TestTTLBounded(t *testing.T) {
 	}
 }
 
-// fakeAWSKey makes an AWS-access-key-shaped value at test time, digits
-// included, so that no realistic key is ever committed.
-func fakeAWSKey() string {
-	const upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-	b := []byte("AKIA")
-	x := uint32(2654435761)
-	for len(b) < 20 {
-		x = x*1103515245 + 12345
-		b = append(b, upper[x>>16%uint32(len(upper))])
-	}
-	b[7], b[12] = '7', '3'
-	return string(b)
-}
+// fakeAWSKey is storetest.FakeAWSKey.
+func fakeAWSKey() string { return storetest.FakeAWSKey() }
 
 // leaks reports whether s holds the distinctive tail of secret, in any case.
 func leaks(s, secret string) bool {

@@ -1328,3 +1328,17 @@ func testHitsAcrossStores(t *testing.T, newDB NewDB) {
 		t.Fatalf("a record moved to another project is shown: %+v", hits)
 	}
 }
+
+// FakeAWSKey makes a value shaped like an AWS access key id at test time,
+// digits included, so that no realistic key is ever committed.
+func FakeAWSKey() string {
+	const upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	b := []byte("AKIA")
+	x := uint32(2654435761)
+	for len(b) < 20 {
+		x = x*1103515245 + 12345
+		b = append(b, upper[x>>16%uint32(len(upper))])
+	}
+	b[7], b[12] = '7', '3'
+	return string(b)
+}

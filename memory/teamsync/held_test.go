@@ -287,20 +287,6 @@ func (tm *heldTeam) noSecret(t *testing.T, secret string) {
 	}
 }
 
-// fakeKey is shaped like an AWS access key id, made at run time so that
-// no realistic key sits in the source.
-func fakeKey() string {
-	const upper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-	b := []byte("AKIA")
-	x := uint32(2654435761)
-	for len(b) < 20 {
-		x = x*1103515245 + 12345
-		b = append(b, upper[x>>16%uint32(len(upper))])
-	}
-	b[7], b[12] = '7', '3'
-	return string(b)
-}
-
 // A change of the team's holding what this build takes for a secret,
 // pulled while bob's change of the name waits, is set aside by its name,
 // not held: the secret is stored nowhere on bob's machine.
@@ -317,7 +303,7 @@ func TestTeamSecretBehindAWaitingChangeIsNotHeld(t *testing.T) {
 		if err != nil || res[0].Status != team.Stored {
 			t.Fatalf("admin's push: %+v %v", res, err)
 		}
-		secret := fakeKey()
+		secret := storetest.FakeAWSKey()
 		tm.plant(t, stand, secret)
 		tm.pullOnly(t)
 		tm.round(t)
@@ -345,7 +331,7 @@ func TestTeamSecretInAReplacedVersionIsNotKept(t *testing.T) {
 		const stand = "STANDIN-FOR-A-SECRET"
 		tm.bobPuts(t, scope.Tenant, "rotation", "Rotate the keys monthly, "+stand+" (bob).")
 		tm.round(t)
-		secret := fakeKey()
+		secret := storetest.FakeAWSKey()
 		tm.plant(t, stand, secret)
 		// Made without seeing bob's version: it replaces it.
 		res, err := tm.log.Push(ctx, tm.admin, []team.Change{{ID: team.NewID(), Machine: "admins-laptop",
