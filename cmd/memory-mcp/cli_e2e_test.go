@@ -379,3 +379,58 @@ func stopProcessesIn(t *testing.T, dir string) {
 	}
 	t.Logf("processes still working in %s", dir)
 }
+
+// A restore killed at any moment leaves the database whole: either as it
+// was or as the backup, never a mix, and the next restore works.
+func TestRestoreKilledLeavesOneWholeDatabase(t *testing.T) {
+	e := newEnv(t)
+	var b strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&b, `{"scope":"workspace","type":"semantic","key":"seed-%d","body":"a seeded fact, number %d, with some words to fill its page"}`+"\n", i, i)
+	}
+	seed := filepath.Join(t.TempDir(), "seed.jsonl")
+	if err := os.WriteFile(seed, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.command("import", seed).CombinedOutput(); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	backup := filepath.Join(t.TempDir(), "b.db")
+	if out, err := e.command("backup", backup).CombinedOutput(); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out)
+	}
+	if out, err := e.command("write", "after-backup", "--scope", "workspace", "--body", "only in the live database").CombinedOutput(); err != nil {
+		t.Fatalf("write: %v\n%s", err, out)
+	}
+	count := func() (records int, after bool) {
+		out, err := e.command("export", "--all-projects").Output()
+		if err != nil {
+			t.Fatalf("export after a killed restore: %v", err)
+		}
+		s := string(out)
+		return strings.Count(s, "\n"), strings.Contains(s, `"after-backup"`)
+	}
+	for _, delay := range []time.Duration{0, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 120 * time.Millisecond} {
+		cmd := e.command("restore", backup)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		cmd.Process.Kill()
+		cmd.Wait()
+		switch n, after := count(); {
+		case n == 5001 && after, n == 5000 && !after:
+		default:
+			t.Fatalf("after a restore killed at %v: %d records, the later write there: %v", delay, n, after)
+		}
+	}
+	if out, err := e.command("restore", backup).CombinedOutput(); err != nil {
+		t.Fatalf("restore after the killed ones: %v\n%s", err, out)
+	}
+	if n, after := count(); n != 5000 || after {
+		t.Errorf("after the restore: %d records, the later write there: %v", n, after)
+	}
+	if out, err := e.command("doctor").CombinedOutput(); err != nil && strings.Contains(string(out), "integrity") {
+		t.Errorf("doctor: %s", out)
+	}
+}

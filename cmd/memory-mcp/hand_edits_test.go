@@ -306,3 +306,36 @@ func TestHandEditRightAfterAToolWrite(t *testing.T) {
 		})
 	}
 }
+
+// A write of a record the mirror does not hold skips the markdown check,
+// and loses nothing by it: a fact edited and a fact deleted by hand just
+// before a note's write (even one of the same key) are read as the files
+// say on the next call, and the edit is never written over.
+func TestNoteWriteAfterHandEditsLosesNone(t *testing.T) {
+	e := newEnv(t)
+	cs := connect(t, e, nil)
+	dir := filepath.Join(e.root, ".prometheus", "memories")
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "deploy", "body": "Deploy on Monday."})
+	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "retired", "body": "Use the old runner."})
+	data, err := os.ReadFile(filepath.Join(dir, "deploy.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "Monday", "Friday", 1)
+	if err := os.WriteFile(filepath.Join(dir, "deploy.md"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "retired.md")); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, cs, "memory_write", map[string]any{"type": "working", "key": "deploy", "body": "Scratch: ask about the deploy day."})
+	out := ok(t, cs, "memory_read", map[string]any{"key": "deploy", "type": "semantic"})
+	if got := out["record"].(map[string]any)["body"]; got != "Deploy on Friday." {
+		t.Errorf("the fact reads %q after the note's write, want the hand edit", got)
+	}
+	res := call(t, cs, "memory_read", map[string]any{"key": "retired", "type": "semantic"})
+	if !res.IsError {
+		t.Error("the fact whose file was deleted is still read")
+	}
+	sameFile(t, filepath.Join(dir, "deploy.md"), edited, "a note's write")
+}

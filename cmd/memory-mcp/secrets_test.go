@@ -47,6 +47,20 @@ func TestSecretsRefusedOnEveryPath(t *testing.T) {
 		t.Errorf("write metadata: %s", msg)
 	}
 
+	// Writes that skip the markdown check (a note, a wider scope's fact)
+	// are scanned all the same.
+	for _, args := range []map[string]any{
+		{"type": "working", "key": "scratch", "body": "token " + token},
+		{"type": "episodic", "key": "session-notes", "body": "fine", "metadata": map[string]string{"k": token}},
+		{"type": "semantic", "scope": "workspace", "key": "ci-" + strings.ToLower(token[4:20]), "body": "fine", "tags": []string{token}},
+	} {
+		msg := fails(t, cs, "memory_write", args)
+		if !strings.HasPrefix(msg, "secret_rejected:") {
+			t.Errorf("write %v: %s", args["type"], msg)
+		}
+		noLeak("write "+args["type"].(string), msg)
+	}
+
 	ok(t, cs, "memory_write", map[string]any{"type": "semantic", "key": "ci", "body": "CI reads the token from the vault."})
 	msg = fails(t, cs, "memory_update", map[string]any{"key": "ci", "description": "token " + token})
 	if !strings.HasPrefix(msg, "secret_rejected:") || !strings.Contains(msg, "description") {

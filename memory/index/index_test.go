@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/google/go-cmp/cmp"
@@ -667,5 +668,25 @@ func TestContextNeverPassesAPhraseHolder(t *testing.T) {
 	got := ids(Search([]*Partition{p}, query, DefaultParams))
 	if len(got) != 2 || !slices.Contains(got, 100) || !slices.Contains(got, 200) {
 		t.Fatalf("top 2 %v, want the two records holding the phrase, 100 and 200", got)
+	}
+}
+
+// Every field keeps its own terms when a document's are gathered in one
+// slice: a run of more words than the analyser keeps on its stack (a long
+// hyphenated key) is whole, a body's words are the body's only, and a
+// record's date words are its tags', after every other field's.
+func TestFieldsKeepTheirTerms(t *testing.T) {
+	p := NewPartition()
+	key := "alpha-bravo-charlie-delta-echo-foxtrot-golf-hotel-india-juliett"
+	p.Put(Doc{ID: 1, Fields: [NumFields]string{key, "a description", "lambda lambda body words", "tagged"},
+		Created: time.Date(2026, 3, 4, 0, 0, 0, 0, time.UTC)})
+	for q, want := range map[string][]Field{
+		"juliett": {Key}, "india": {Key}, "lambda": {Body}, "description": {Description},
+		"tagged": {Tags}, "march": {Tags}, key: {Key},
+	} {
+		got := search([]*Partition{p}, q, 5)
+		if len(got) != 1 || !cmp.Equal(got[0].Fields, want) {
+			t.Errorf("%q: %+v, want fields %v", q, got, want)
+		}
 	}
 }
